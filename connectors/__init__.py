@@ -1,0 +1,1 @@
+"""How stormwatch talks to Kafka: client settings, Flink table options, topics."""

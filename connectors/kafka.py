@@ -1,0 +1,115 @@
+"""Kafka clients and Flink Kafka table options, all built from one configuration.
+
+Settings in [kafka.properties] use the Java client's names. Flink gets them unchanged (prefixed with
+`properties.`); kafka-python gets the same settings under its own names, dots turned into
+underscores. A setting kafka-python has no equivalent for is an error for the Python clients, never
+silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from stormwatch.config import Config
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSettingError(ValueError):
+    pass
+
+
+def python_client_settings(config: Config, client_class) -> dict:
+    settings = {"bootstrap_servers": config.bootstrap_servers.split(",")}
+    unsupported = []
+    for key, value in config.kafka_properties.items():
+        name = key.replace(".", "_")
+        if name in client_class.DEFAULT_CONFIG:
+            settings[name] = value
+        else:
+            unsupported.append(key)
+    if unsupported:
+        raise KafkaSettingError(
+            f"kafka-python ({client_class.__name__}) has no equivalent of {', '.join(sorted(unsupported))}; "
+            "Flink jobs accept them, but the Python tools cannot connect with these settings"
+        )
+    return settings
+
+
+def admin(config: Config, **overrides) -> KafkaAdminClient:
+    return KafkaAdminClient(**{**python_client_settings(config, KafkaAdminClient), **overrides})
+
+
+def producer(config: Config, **overrides) -> KafkaProducer:
+    defaults = {"acks": "all", "linger_ms": 5}
+    return KafkaProducer(**{**defaults, **python_client_settings(config, KafkaProducer), **overrides})
+
+
+def consumer(config: Config, *topics: str, **overrides) -> KafkaConsumer:
+    defaults = {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    return KafkaConsumer(*topics, **{**defaults, **python_client_settings(config, KafkaConsumer), **overrides})
+
+
+def broker_ready(config: Config) -> bool:
+    try:
+        client = admin(config, request_timeout_ms=2000, bootstrap_timeout_ms=2000)
+    except KafkaError:
+        return False
+    try:
+        client.list_topics()
+        return True
+    except KafkaError:
+        return False
+    finally:
+        client.close()
+
+
+def create_topics(config: Config, names: list[str] | None = None) -> list[str]:
+    """Create the configured topics that do not exist yet; returns a line per topic."""
+    wanted = config.topics if names is None else {n: config.topics[n] for n in names}
+    client = admin(config)
+    try:
+        existing = set(client.list_topics())
+        lines = []
+        new = []
+        for name, spec in wanted.items():
+            if name in existing:
+                lines.append(f"{name}: exists")
+                continue
+            new.append(
+                NewTopic(
+                    name=name,
+                    num_partitions=int(spec["partitions"]),
+                    replication_factor=int(spec.get("replication_factor", 1)),
+                    topic_configs={str(k): str(v) for k, v in spec.get("config", {}).items()},
+                )
+            )
+            lines.append(f"{name}: created, {spec['partitions']} partition(s)")
+        if new:
+            try:
+                client.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass  # created concurrently by another caller; what we wanted exists
+        return lines
+    finally:
+        client.close()
+
+
+def table_options(config: Config, topic: str, **extra: str) -> str:
+    """The WITH (...) body of a Flink Kafka table on `topic`: connector, brokers, pass-through properties."""
+    options = {
+        "connector": "kafka",
+        "topic": topic,
+        "properties.bootstrap.servers": config.bootstrap_servers,
+        **{f"properties.{k}": v for k, v in config.kafka_properties.items()},
+        **extra,
+    }
+    return ",\n  ".join(f"'{_sql_escape(k)}' = '{_sql_escape(str(v))}'" for k, v in options.items())
+
+
+def _sql_escape(text: str) -> str:
+    return text.replace("'", "''")

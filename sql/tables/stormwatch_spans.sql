@@ -1,0 +1,25 @@
+-- stormwatch_spans: one row per valid span, keyed by trace id so a trace's spans share a partition.
+-- Enum values carry the OTLP enum names (SPAN_KIND_SERVER, STATUS_CODE_ERROR). Event time is the
+-- span's end, with a watermark of bounded out-of-orderness from [pipeline.spans] in the configuration.
+CREATE TEMPORARY TABLE stormwatch_spans (
+  `trace_id` STRING,
+  `span_id` STRING,
+  `parent_span_id` STRING,
+  `service_name` STRING,
+  `service_instance_id` STRING,
+  `span_name` STRING,
+  `span_kind` STRING,
+  `status_code` STRING,
+  `status_message` STRING,
+  `start_time_unix_nano` BIGINT,
+  `end_time_unix_nano` BIGINT,
+  `duration_ms` DOUBLE,
+  `end_time` AS TO_TIMESTAMP_LTZ(`end_time_unix_nano` / 1000000, 3),
+  WATERMARK FOR `end_time` AS `end_time` - INTERVAL '${watermark_out_of_orderness_seconds}' SECOND
+) WITH (
+  ${spans_options},
+  'key.format' = 'raw',
+  'key.fields' = 'trace_id',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL'
+);

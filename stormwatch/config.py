@@ -1,0 +1,75 @@
+"""Loading the project's configuration (config/stormwatch.toml or $STORMWATCH_CONFIG)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "config" / "stormwatch.toml"
+CONFIG_ENV = "STORMWATCH_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, unreadable or lacks a required value."""
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    data: dict
+
+    def section(self, *keys: str) -> dict:
+        node = self.data
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                raise ConfigError(f"{self.path}: missing [{'.'.join(keys)}]")
+            node = node[key]
+        return node
+
+    def get(self, *keys: str):
+        *parents, leaf = keys
+        node = self.section(*parents) if parents else self.data
+        if leaf not in node:
+            raise ConfigError(f"{self.path}: missing {'.'.join(keys)}")
+        return node[leaf]
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.resolve(self.get("runtime_dir"))
+
+    @property
+    def jars_dir(self) -> Path:
+        # Shared by every runtime dir of a checkout: jvm/pom.xml writes here, whatever the config.
+        return PROJECT_ROOT / "runtime" / "jars"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.get("kafka", "bootstrap_servers")
+
+    @property
+    def kafka_properties(self) -> dict[str, str]:
+        props = self.data.get("kafka", {}).get("properties", {})
+        return {str(k): str(v) for k, v in props.items()}
+
+    @property
+    def topics(self) -> dict[str, dict]:
+        return self.section("topics")
+
+    def resolve(self, path: str | Path) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else PROJECT_ROOT / p
+
+
+def load(path: str | Path | None = None) -> Config:
+    chosen = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+    try:
+        with chosen.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {chosen}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{chosen}: invalid TOML: {e}") from None
+    return Config(path=chosen.resolve(), data=data)

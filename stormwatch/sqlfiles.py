@@ -1,0 +1,71 @@
+"""Loading the SQL in sql/: `${name}` placeholders filled from the job, ATTRIBUTE_STRING expanded.
+
+SQL stays in files a user can read and run; this module only fills in what depends on the
+configuration (topics, brokers, watermarks) and splits a file into statements.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stormwatch.config import PROJECT_ROOT
+
+SQL_DIR = PROJECT_ROOT / "sql"
+
+# How many entries of an OTLP attribute list ATTRIBUTE_STRING looks at. Resources and spans from
+# OTel SDKs carry well under this; a key past it reads as absent.
+ATTRIBUTE_SCAN_LIMIT = 32
+
+# Only the braced form: `$` alone is common in SQL regular expressions.
+_PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)\}")
+_ATTRIBUTE_CALL = re.compile(r"ATTRIBUTE_STRING\(\s*([^,()]+?)\s*,\s*'([^']*)'\s*\)")
+
+
+class SqlTemplateError(KeyError):
+    pass
+
+
+def expand_attribute_lookups(sql: str, limit: int = ATTRIBUTE_SCAN_LIMIT) -> str:
+    """ATTRIBUTE_STRING(list, 'k') -> the stringValue of the first entry whose key is 'k', else NULL."""
+
+    def lookup(match: re.Match) -> str:
+        array, key = match.group(1), match.group(2)
+        branches = " ".join(
+            f"WHEN {array}[{i}].`key` = '{key}' THEN {array}[{i}].`value`.`stringValue`" for i in range(1, limit + 1)
+        )
+        return f"(CASE {branches} END)"
+
+    return _ATTRIBUTE_CALL.sub(lookup, sql)
+
+
+def render(name: str, variables: dict[str, object] | None = None) -> str:
+    """The text of sql/<name>.sql with every placeholder filled; a missing value is an error."""
+    path = SQL_DIR / f"{name}.sql"
+    text = path.read_text()
+    values = variables or {}
+
+    def fill(match: re.Match) -> str:
+        if match.group(1) not in values:
+            raise SqlTemplateError(f"{path}: no value for placeholder ${{{match.group(1)}}}")
+        return str(values[match.group(1)])
+
+    return expand_attribute_lookups(_PLACEHOLDER.sub(fill, text))
+
+
+def statements(sql: str) -> list[str]:
+    """Split on the `;` that ends a line; our files keep semicolons out of literals and comments."""
+    parts = re.split(r";\s*(?:\n|$)", sql)
+    return [p.strip() for p in parts if _has_code(p)]
+
+
+def _has_code(part: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in part.splitlines())
+
+
+def load_statements(names: list[str], variables: dict[str, object] | None = None) -> list[str]:
+    return [stmt for name in names for stmt in statements(render(name, variables))]
+
+
+def available() -> list[Path]:
+    return sorted(SQL_DIR.rglob("*.sql"))
