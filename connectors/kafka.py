@@ -68,14 +68,16 @@ def broker_ready(config: Config) -> bool:
         client.close()
 
 
-def create_topics(config: Config, names: list[str] | None = None) -> list[str]:
-    """Create the configured topics that do not exist yet; returns a line per topic."""
-    wanted = config.topics if names is None else {n: config.topics[n] for n in names}
+def create_topics(config: Config, specs: dict[str, dict] | None = None) -> list[str]:
+    """Create the topics in `specs` (default: the configured ones) that do not exist yet.
+
+    A spec is {"partitions": N, "replication_factor": R, "config": {...}}; returns a line per topic.
+    """
+    wanted = config.topics if specs is None else specs
     client = admin(config)
     try:
         existing = set(client.list_topics())
-        lines = []
-        new = []
+        lines, new = [], []
         for name, spec in wanted.items():
             if name in existing:
                 lines.append(f"{name}: exists")

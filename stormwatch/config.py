@@ -7,7 +7,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Where config/, sql/ and runtime/ are. A job submitted with `flink run -py` runs from a copy of the
+# packages in a temporary folder, so the submitter names the checkout in STORMWATCH_HOME.
+HOME_ENV = "STORMWATCH_HOME"
+PROJECT_ROOT = Path(os.environ.get(HOME_ENV) or Path(__file__).resolve().parent.parent)
 DEFAULT_CONFIG = PROJECT_ROOT / "config" / "stormwatch.toml"
 CONFIG_ENV = "STORMWATCH_CONFIG"
 
@@ -65,11 +68,28 @@ class Config:
 
 def load(path: str | Path | None = None) -> Config:
     chosen = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+    return Config(path=chosen.resolve(), data=_read(chosen, seen=()))
+
+
+def _read(path: Path, seen: tuple[Path, ...]) -> dict:
+    """A file's settings; `base = "other.toml"` (relative to the file) puts them over another file's."""
+    if path.resolve() in seen:
+        raise ConfigError(f"{path}: `base` files include each other: {' -> '.join(map(str, seen))}")
     try:
-        with chosen.open("rb") as f:
+        with path.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"configuration file not found: {chosen}") from None
+        raise ConfigError(f"configuration file not found: {path}") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{chosen}: invalid TOML: {e}") from None
-    return Config(path=chosen.resolve(), data=data)
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    return _merge(_read(path.parent / base, (*seen, path.resolve())), data)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out

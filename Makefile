@@ -1,0 +1,45 @@
+# The two commands a fresh machine needs are `make demo` and `make test`; both bootstrap first.
+# Bootstrapping is idempotent: stamps record what is installed, so a second run fetches nothing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+JARS := runtime/jars
+
+.PHONY: bootstrap demo test unit clean lock stop
+
+bootstrap: $(VENV)/.installed $(JARS)/.fetched
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "stormwatch needs Python 3.11 (PyFlink 2.2); set PYTHON=python3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[test]'
+	touch $@
+
+# Maven Central only, versions pinned in jvm/pom.xml.
+$(JARS)/.fetched: jvm/pom.xml
+	mvn --quiet --batch-mode -f jvm/pom.xml package
+	touch $@
+
+demo: bootstrap
+	$(BIN)/stormwatch demo
+
+test: bootstrap
+	$(BIN)/pytest
+
+unit: bootstrap
+	$(BIN)/pytest tests/unit
+
+stop:
+	-$(BIN)/stormwatch flink stop
+	-$(BIN)/stormwatch kafka stop
+
+clean: stop
+	rm -rf runtime $(VENV)
+
+# Re-resolve every Python package after changing pyproject.toml.
+lock:
+	rm -rf /tmp/stormwatch-lock && $(PYTHON) -m venv /tmp/stormwatch-lock
+	/tmp/stormwatch-lock/bin/pip install --quiet '.[test]'
+	( sed -n '1,2p' constraints.txt; /tmp/stormwatch-lock/bin/pip freeze --exclude stormwatch ) > constraints.txt.new
+	mv constraints.txt.new constraints.txt

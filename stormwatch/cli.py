@@ -1,0 +1,160 @@
+"""`stormwatch`: run the local Kafka and Flink, create topics, run jobs, replay data, watch topics."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from stormwatch.config import PROJECT_ROOT, ConfigError, load
+
+JOBS_DIR = PROJECT_ROOT / "jobs"
+
+
+def _services(config):
+    from stormwatch.runtime.flink_cluster import FlinkCluster
+    from stormwatch.runtime.kafka_broker import KafkaBroker
+
+    return {"kafka": KafkaBroker(config), "flink": FlinkCluster(config)}
+
+
+def cmd_service(args) -> None:
+    service = _services(load(args.config))[args.service]
+    print(getattr(service, args.action)())
+
+
+def cmd_topics(args) -> None:
+    from connectors.kafka import admin, create_topics
+
+    config = load(args.config)
+    if args.action == "create":
+        print("\n".join(create_topics(config)))
+    else:
+        client = admin(config)
+        try:
+            print("\n".join(sorted(t for t in client.list_topics() if not t.startswith("__"))))
+        finally:
+            client.close()
+
+
+def job_names() -> list[str]:
+    return sorted(p.stem for p in JOBS_DIR.glob("*.py") if p.stem not in ("__init__", "common"))
+
+
+def cmd_run(args) -> None:
+    config = load(args.config)
+    if args.job not in job_names():
+        raise ConfigError(f"no job {args.job!r}; jobs: {', '.join(job_names())}")
+    job_args = ["--config", str(config.path), *args.job_args]
+    if args.cluster:
+        from stormwatch.runtime.flink_cluster import FlinkCluster
+
+        job_id = FlinkCluster(config).submit(JOBS_DIR / f"{args.job}.py", job_args)
+        print(f"submitted {args.job} to {FlinkCluster(config).rest_url}: job {job_id}")
+    else:
+        importlib.import_module(f"jobs.{args.job}").main(job_args)
+
+
+def cmd_replay(args) -> None:
+    from stormwatch.replay import replay_files
+
+    config = load(args.config)
+    count = replay_files(config, [Path(p) for p in args.files], args.topic)
+    print(f"produced {count} message(s) to {args.topic}")
+
+
+def cmd_tail(args) -> None:
+    from connectors.kafka import consumer
+
+    config = load(args.config)
+    client = consumer(config, *args.topics, auto_offset_reset="earliest" if args.from_beginning else "latest")
+    try:
+        for record in client:
+            if args.raw:
+                print(record.value.decode("utf-8", "replace"), flush=True)
+            else:
+                print(f"{record.topic}[{record.partition}]@{record.offset} {_pretty(record.value)}", flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+def _pretty(value: bytes) -> str:
+    try:
+        return json.dumps(json.loads(value), separators=(", ", "=")).strip("{}").replace('"', "")
+    except ValueError:
+        return value.decode("utf-8", "replace")
+
+
+def cmd_demo(args) -> None:
+    from stormwatch.demo import run_demo
+
+    run_demo(load(args.config), rate=args.rate, duration=args.duration, seed=args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stormwatch", description=__doc__)
+    parser.add_argument("--config", help="configuration file (default: $STORMWATCH_CONFIG or config/stormwatch.toml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    for name, what in (("kafka", "the local Kafka broker (KRaft)"), ("flink", "the local standalone Flink cluster")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("action", choices=["start", "stop", "status"])
+        p.set_defaults(func=cmd_service, service=name)
+
+    p = sub.add_parser("topics", help="create or list the project's topics")
+    p.add_argument("action", choices=["create", "list"])
+    p.set_defaults(func=cmd_topics)
+
+    p = sub.add_parser(
+        "run",
+        help="run a job on the embedded mini-cluster, or submit it to the cluster",
+        usage="stormwatch run [--cluster] JOB [-- JOB_ARGS...]",
+    )
+    p.add_argument("job", help=f"one of: {', '.join(job_names())}")
+    p.add_argument("--cluster", action="store_true", help="submit with `flink run -py` to the standalone cluster")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("replay", help="produce OTLP JSON lines files to a topic")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--topic", default="otlp_spans")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("tail", help="print the records of topics as they arrive")
+    p.add_argument("topics", nargs="+")
+    p.add_argument("--raw", action="store_true", help="print the values exactly as they are on Kafka")
+    p.add_argument("--from-beginning", action="store_true")
+    p.set_defaults(func=cmd_tail)
+
+    p = sub.add_parser("demo", help="local Kafka + embedded Flink + generated traffic, output shown live")
+    p.add_argument("--rate", type=float, default=20.0, help="traces per second")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from connectors.kafka import KafkaSettingError
+    from stormwatch.runtime.processes import ServiceError
+
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after `--` belongs to the job (`stormwatch run JOB -- --bounded ...`).
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = build_parser().parse_args(argv[:cut])
+    args.job_args = argv[cut + 1 :]
+    try:
+        args.func(args)
+    except (ConfigError, ServiceError, KafkaSettingError, FileNotFoundError) as e:
+        print(f"stormwatch: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""One real Kafka broker and one real Flink cluster per test session, on the test configuration's
+own ports (tests/stormwatch-test.toml), so a demo running from the same checkout is never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+TEST_CONFIG = Path(__file__).parent / "stormwatch-test.toml"
+os.environ.setdefault("STORMWATCH_CONFIG", str(TEST_CONFIG))
+
+from connectors.kafka import consumer, create_topics  # noqa: E402
+from stormwatch.config import PROJECT_ROOT, load  # noqa: E402
+from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
+from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def config():
+    return load(TEST_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def kafka(config):
+    broker = KafkaBroker(config)
+    started = broker.pid() is None
+    broker.start()
+    yield broker
+    if started:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def flink_cluster(config, kafka):
+    cluster = FlinkCluster(config)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def topics(config, kafka):
+    """Fresh topics for one test: {role: name} for source (2 partitions), sink and dead_letters."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {role: f"test_{role}_{suffix}" for role in ("source", "sink", "dead_letters")}
+    create_topics(config, {name: {"partitions": 2} for name in names.values()})
+    return names
+
+
+def read_topic(config, topic: str, expected: int, timeout: float = 120.0) -> list[dict]:
+    """Records of `topic` as JSON, read until `expected` of them arrived (or the timeout)."""
+    client = consumer(config, topic, consumer_timeout_ms=1000)
+    records: list[dict] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for message in client:
+                records.append({"key": message.key, **json.loads(message.value)})
+                if len(records) >= expected:
+                    break
+        # Nothing beyond what was expected: a duplicate or a stray record is a failure too.
+        records.extend({"key": m.key, **json.loads(m.value)} for m in client)
+    finally:
+        client.close()
+    return records
+
+
+def stormwatch(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would, in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=PROJECT_ROOT,
+    )

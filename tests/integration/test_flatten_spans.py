@@ -1,0 +1,122 @@
+"""flatten_spans through the real Kafka and Flink: real TrainTicket traces in, one row per span out,
+everything unusable in the dead letters with its reason."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from stormwatch.replay import otlp_json_lines, produce
+from tests.conftest import read_topic, stormwatch
+from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
+
+pytestmark = pytest.mark.integration
+
+FAULT_FREE = SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"
+EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"
+
+GOOD_ID = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _span(**fields) -> dict:
+    span = {"traceId": GOOD_ID, "spanId": "b7ad6b7169203331", "name": "op", "kind": 2,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000005000000"}
+    span.update(fields)
+    return {k: v for k, v in span.items() if v is not None}
+
+
+def _request(*spans: dict, service: str = "hand-made") -> bytes:
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}).encode()
+
+
+# Each hostile message, and the reason the dead letters must give for it.
+HOSTILE = [
+    (b"this is not json", "not a JSON object"),
+    (b"[1, 2, 3]", "not a JSON object"),
+    (b'{"resourceSpans": 5}', "no resourceSpans array"),
+    (b'{"somethingElse": []}', "no resourceSpans array"),
+    (_request(_span(traceId="abc")), "traceId is not 32 hex digits"),
+    (_request(_span(traceId="0" * 32)), "traceId is all zeros"),
+    (_request(_span(traceId=None)), "traceId missing"),
+    (_request(_span(spanId="xyz")), "spanId is not 16 hex digits"),
+    (_request(_span(parentSpanId="12")), "parentSpanId is neither empty nor 16 hex digits"),
+    (_request(_span(startTimeUnixNano="soon")), "startTimeUnixNano or endTimeUnixNano missing"),
+    (_request(_span(endTimeUnixNano="1600000000000000000")), "endTimeUnixNano is before startTimeUnixNano"),
+]
+
+
+KINDS = {1: "SPAN_KIND_INTERNAL", 2: "SPAN_KIND_SERVER", 3: "SPAN_KIND_CLIENT"}
+
+
+def _as_reference(row: dict) -> Span:
+    assert row["key"] == row["trace_id"].encode(), "keyed by trace id"
+    assert row["duration_ms"] == pytest.approx((row["end_time_unix_nano"] - row["start_time_unix_nano"]) / 1e6)
+    return Span(
+        trace_id=row["trace_id"], span_id=row["span_id"], parent_span_id=row["parent_span_id"],
+        service_name=row["service_name"], service_instance_id=row["service_instance_id"], name=row["span_name"],
+        kind={v: k for k, v in KINDS.items()}[row["span_kind"]], error=row["status_code"] == "STATUS_CODE_ERROR",
+        start=row["start_time_unix_nano"], end=row["end_time_unix_nano"],
+    )
+
+
+def _check_flattened(rows: list[dict], expected: list[Span]) -> None:
+    # A multiset: the real data holds spans exported twice, and each copy must come out once.
+    assert Counter(map(_as_reference, rows)) == Counter(expected)
+
+
+def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, topics):
+    expected = spans_of_file(FAULT_FREE) + spans_of_file(EXCEPTION_FAULT)
+    good_sibling = _span(spanId="00f067aa0ba902b7", name="valid-neighbour")
+    messages = [
+        *otlp_json_lines(FAULT_FREE),
+        *[m for m, _ in HOSTILE],
+        # A bad span does not take its valid neighbour in the same message down with it.
+        _request(_span(spanId="bad"), good_sibling),
+        *otlp_json_lines(EXCEPTION_FAULT),
+    ]
+    produce(config, topics["source"], messages)
+
+    result = stormwatch(
+        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
+        *[f"--topic={role}={name}" for role, name in topics.items()],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    rows = read_topic(config, topics["sink"], len(expected) + 1)
+    neighbour = [r for r in rows if r["span_name"] == "valid-neighbour"]
+    assert len(neighbour) == 1 and neighbour[0]["service_name"] == "hand-made"
+    _check_flattened([r for r in rows if r["span_name"] != "valid-neighbour"], expected)
+    assert sum(r["status_code"] == "STATUS_CODE_ERROR" for r in rows) == 27 + 40  # labels.json
+
+    dead = read_topic(config, topics["dead_letters"], len(HOSTILE) + 1)
+    assert len(dead) == len(HOSTILE) + 1
+    reasons = sorted(d["reason"] for d in dead)
+    for _, reason in HOSTILE + [(None, "spanId is not 16 hex digits")]:
+        match = [r for r in reasons if r.startswith(reason)]
+        assert match, f"no dead letter says {reason!r}: {reasons}"
+        reasons.remove(match[0])
+    assert all(d["source_topic"] == topics["source"] and d["source_offset"] >= 0 for d in dead)
+    assert all(d["job"] == "flatten_spans" for d in dead)
+
+
+def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config, topics, flink_cluster):
+    expected = spans_of_file(FAULT_FREE)
+    result = stormwatch(
+        "run", "flatten_spans", "--cluster", "--", "--group-id", f"g-{topics['source']}",
+        *[f"--topic={role}={name}" for role, name in topics.items()],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    job_id = result.stdout.split()[-1]
+    assert [j["state"] for j in flink_cluster.jobs() if j["jid"] == job_id] == ["RUNNING"]
+
+    # Produced after submission: the running streaming job picks the spans up as they arrive.
+    produce(config, topics["source"], otlp_json_lines(FAULT_FREE))
+    _check_flattened(read_topic(config, topics["sink"], len(expected)), expected)
+
+    flink_cluster.cancel(job_id)
+    assert "already running" in stormwatch("flink", "start").stdout
+    assert "stopped" in stormwatch("flink", "stop").stdout
+    assert "not running" in stormwatch("flink", "status").stdout

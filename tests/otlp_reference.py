@@ -1,0 +1,51 @@
+"""An independent, plain-Python reading of OTLP JSON, for tests to check the Flink jobs against."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trainticket"
+
+
+@dataclass(frozen=True)
+class Span:
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    service_name: str
+    service_instance_id: str | None
+    name: str
+    kind: int
+    error: bool
+    start: int
+    end: int
+
+
+def spans_of_request(request: dict) -> list[Span]:
+    out = []
+    for rs in request["resourceSpans"]:
+        attrs = {a["key"]: a["value"].get("stringValue") for a in rs["resource"].get("attributes", [])}
+        for ss in rs["scopeSpans"]:
+            for s in ss["spans"]:
+                out.append(
+                    Span(
+                        trace_id=s["traceId"].lower(),
+                        span_id=s["spanId"].lower(),
+                        parent_span_id=(s.get("parentSpanId") or "").lower() or None,
+                        service_name=attrs.get("service.name", "unknown_service"),
+                        service_instance_id=attrs.get("service.instance.id"),
+                        name=s["name"],
+                        kind=s.get("kind", 0),
+                        error=s.get("status", {}).get("code") == 2,
+                        start=int(s["startTimeUnixNano"]),
+                        end=int(s["endTimeUnixNano"]),
+                    )
+                )
+    return out
+
+
+def spans_of_file(path: Path) -> list[Span]:
+    with path.open() as f:
+        return [span for line in f if line.strip() for span in spans_of_request(json.loads(line))]

@@ -1,0 +1,38 @@
+import re
+
+import pytest
+
+from stormwatch import sqlfiles
+from stormwatch.sqlfiles import SqlTemplateError, expand_attribute_lookups, render, statements
+
+
+def test_attribute_lookup_scans_the_key_value_list_up_to_the_limit():
+    sql = expand_attribute_lookups("SELECT ATTRIBUTE_STRING(rs.`resource`.`attributes`, 'service.name') FROM t", limit=3)
+    assert "ATTRIBUTE_STRING" not in sql
+    assert sql.count("WHEN rs.`resource`.`attributes`[") == 3
+    assert "[3].`key` = 'service.name' THEN rs.`resource`.`attributes`[3].`value`.`stringValue`" in sql
+
+
+def test_placeholders_are_filled_and_a_missing_one_names_file_and_placeholder():
+    text = render("tables/stormwatch_dead_letters", {"dead_letters_options": "'connector' = 'kafka'"})
+    assert "'connector' = 'kafka'" in text and "${" not in text
+    with pytest.raises(SqlTemplateError, match=r"stormwatch_dead_letters.sql: no value for placeholder \$\{dead_letters_options\}"):
+        render("tables/stormwatch_dead_letters", {})
+
+
+def test_dollar_signs_in_regular_expressions_are_left_alone():
+    text = render("views/otlp_spans_flat")
+    assert "'^[0-9a-fA-F]{32}$'" in text
+
+
+def test_statements_split_on_line_ending_semicolons_and_skip_comment_only_parts():
+    parts = statements("-- header\nCREATE TABLE a (x INT);\n\n-- just a comment;\nINSERT INTO a SELECT 1;\n")
+    assert parts == ["-- header\nCREATE TABLE a (x INT)", "INSERT INTO a SELECT 1"]
+
+
+def test_every_sql_file_renders_with_its_placeholders_supplied():
+    for path in sqlfiles.available():
+        name = str(path.relative_to(sqlfiles.SQL_DIR).with_suffix(""))
+        needed = set(re.findall(r"\$\{([a-z_][a-z0-9_]*)\}", path.read_text()))
+        text = render(name, {n: "x" for n in needed})
+        assert statements(text), f"{name} has no statement"
