@@ -30,16 +30,6 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def topic_overrides(args: argparse.Namespace) -> dict[str, str]:
-    out = {}
-    for item in args.topic:
-        role, sep, name = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--topic expects ROLE=NAME, got {item!r}")
-        out[role] = name
-    return out
-
-
 def source_options(args: argparse.Namespace, group_id: str) -> dict[str, str]:
     options = {
         "properties.group.id": group_id,

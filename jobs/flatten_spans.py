@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from connectors.kafka import table_options
-from jobs.common import execute, parse_args, setup, source_options, topic_overrides
+from jobs.common import execute, parse_args, setup, source_options
+from stormwatch import catalog
 from stormwatch.flink_env import table_environment
 from stormwatch.sqlfiles import load_statements
 
@@ -26,26 +26,11 @@ TABLES = [
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    spans = config.section("pipeline", "spans")
-    dead_letters = config.section("pipeline", "dead_letters")
-    topics = {
-        "source": spans["source_topic"],
-        "sink": spans["sink_topic"],
-        "dead_letters": dead_letters["topic"],
-        **topic_overrides(args),
-    }
-    group = args.group_id or spans["consumer_group"]
-    variables = {
-        "source_topic": topics["source"],
-        "source_options": table_options(config, topics["source"], **source_options(args, group)),
-        "spans_options": table_options(config, topics["sink"]),
-        "dead_letters_options": table_options(config, topics["dead_letters"]),
-        "watermark_out_of_orderness_seconds": int(spans["watermark_out_of_orderness_seconds"]),
-        "dead_letter_payload_max_chars": dead_letters["payload_max_chars"],
-    }
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    group = args.group_id or config.get("pipeline", "spans", "consumer_group")
+    variables = catalog.variables(config, names, source_options(args, group))
     # The raw reader of the same topic keeps its own offsets: two readers must not share a group.
-    raw_variables = {**variables, "source_options": table_options(
-        config, topics["source"], **source_options(args, f"{group}-raw"))}
+    raw_variables = catalog.variables(config, names, source_options(args, f"{group}-raw"))
 
     t_env = table_environment(config, f"stormwatch-{JOB}")
     ddl = load_statements([t for t in TABLES if t != "tables/otlp_spans_raw"], variables)

@@ -89,6 +89,31 @@ def _pretty(value: bytes) -> str:
         return value.decode("utf-8", "replace")
 
 
+# What the SQL client can query: the project's output tables, read from the start of their topics.
+SQL_CLIENT_TABLES = ["tables/stormwatch_spans", "tables/stormwatch_dead_letters"]
+
+
+def cmd_sql(args) -> None:
+    from stormwatch import catalog
+    from stormwatch.runtime.flink_cluster import FlinkCluster
+    from stormwatch.sqlfiles import load_statements
+
+    config = load(args.config)
+    reading = {"properties.group.id": "stormwatch-sql-client", "scan.startup.mode": "earliest-offset"}
+    settings = ["SET 'sql-client.execution.result-mode' = 'tableau'"]
+    if not args.follow:
+        # Bounded reads in batch mode: a query answers with final rows, not a changelog.
+        reading["scan.bounded.mode"] = "latest-offset"
+        settings.append("SET 'execution.runtime-mode' = 'batch'")
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    variables = catalog.variables(config, names, reading, outputs_read_with=reading)
+    code = FlinkCluster(config).sql_client(
+        settings + load_statements(SQL_CLIENT_TABLES, variables), Path(args.file) if args.file else None
+    )
+    if code != 0:
+        raise SystemExit(code)
+
+
 def cmd_demo(args) -> None:
     from stormwatch.demo import run_demo
 
@@ -129,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-beginning", action="store_true")
     p.set_defaults(func=cmd_tail)
 
+    p = sub.add_parser("sql", help="Flink's SQL client on the standalone cluster, the project's tables defined")
+    p.add_argument("--file", "-f", help="run the statements of this file instead of the interactive shell")
+    p.add_argument("--follow", action="store_true", help="queries keep reading new records (default: stop at the end)")
+    p.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME",
+                   help="read the table of ROLE (sink, dead_letters) from topic NAME")
+    p.set_defaults(func=cmd_sql)
+
     p = sub.add_parser("demo", help="local Kafka + embedded Flink + generated traffic, output shown live")
     p.add_argument("--rate", type=float, default=20.0, help="traces per second")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
@@ -148,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args.job_args = argv[cut + 1 :]
     try:
         args.func(args)
-    except (ConfigError, ServiceError, KafkaSettingError, FileNotFoundError) as e:
+    except (ConfigError, ServiceError, KafkaSettingError, FileNotFoundError, ValueError) as e:
         print(f"stormwatch: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -145,6 +145,17 @@ class FlinkCluster:
             raise ServiceError(f"flink run failed (exit {result.returncode}):\n{result.stdout[-4000:]}{result.stderr[-4000:]}")
         return match.group(1)
 
+    def sql_client(self, init_statements: list[str], script: Path | None = None) -> int:
+        """The distribution's sql-client.sh against this cluster, with the project's tables defined."""
+        if not self.ready():
+            raise ServiceError(f"flink is not running at {self.rest_url}: run `stormwatch flink start` first")
+        init = self.home / "sql-client-init.sql"
+        init.write_text("".join(f"{s};\n\n" for s in init_statements))
+        command = ["bash", str(flink_home() / "bin" / "sql-client.sh"), "embedded", "--init", str(init)]
+        if script is not None:
+            command += ["--file", str(script)]
+        return subprocess.run(command, env=self.env(), cwd=PROJECT_ROOT).returncode
+
     def jobs(self) -> list[dict]:
         with urllib.request.urlopen(f"{self.rest_url}/jobs/overview", timeout=5) as r:
             return json.load(r)["jobs"]

@@ -4,6 +4,7 @@ everything unusable in the dead letters with its reason."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -102,7 +103,7 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
     assert all(d["job"] == "flatten_spans" for d in dead)
 
 
-def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config, topics, flink_cluster):
+def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config, topics, flink_cluster, tmp_path):
     expected = spans_of_file(FAULT_FREE)
     result = stormwatch(
         "run", "flatten_spans", "--cluster", "--", "--group-id", f"g-{topics['source']}",
@@ -117,6 +118,12 @@ def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config,
     _check_flattened(read_topic(config, topics["sink"], len(expected)), expected)
 
     flink_cluster.cancel(job_id)
+    query = tmp_path / "query.sql"
+    query.write_text("SELECT COUNT(*) AS spans_seen FROM stormwatch_spans;\n")
+    answer = stormwatch("sql", "--topic", f"sink={topics['sink']}", "--file", str(query))
+    assert answer.returncode == 0, answer.stdout[-3000:]
+    assert re.search(rf"\|\s+{len(expected)}\s+\|", answer.stdout), answer.stdout[-3000:]
+
     assert "already running" in stormwatch("flink", "start").stdout
     assert "stopped" in stormwatch("flink", "stop").stdout
     assert "not running" in stormwatch("flink", "status").stdout
