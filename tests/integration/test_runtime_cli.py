@@ -47,3 +47,26 @@ def test_a_port_already_taken_is_a_clear_error_naming_the_port(tmp_path, service
     assert result.returncode == 1
     assert f"port {port}" in result.stderr and "already in use" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_topics_are_created_once_with_partitions_and_configs_from_the_configuration(config, kafka):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from connectors.kafka import admin
+
+    first = stormwatch("topics", "create")
+    assert first.returncode == 0
+    again = stormwatch("topics", "create").stdout.splitlines()
+    assert sorted(again) == sorted(f"{name}: exists" for name in config.topics)
+
+    client = admin(config)
+    try:
+        described = {t["name"]: t for t in client.describe_topics(list(config.topics))}
+        configs = client.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in config.topics])
+    finally:
+        client.close()
+    for name, spec in config.topics.items():
+        assert len(described[name]["partitions"]) == spec["partitions"]
+        for key, value in spec.get("config", {}).items():
+            assert configs["topic"][name][key]["value"] == str(value), (name, key)
+    assert configs["topic"]["stormwatch_policy"]["cleanup.policy"]["value"] == "compact"
