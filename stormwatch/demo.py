@@ -7,6 +7,7 @@ running is left running.
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import signal
 import subprocess
@@ -128,8 +129,6 @@ class _Window:
 
 
 def _show(config: Config, names: dict[str, str], stop: threading.Event, deadline: float | None) -> None:
-    import json
-
     client = consumer(config, names["sink"], names["dead_letters"], auto_offset_reset="latest", consumer_timeout_ms=200)
     window: dict[str, _Window] = defaultdict(_Window)
     dead: list[str] = []

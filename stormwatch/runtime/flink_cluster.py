@@ -237,8 +237,11 @@ def _flatten(node: dict, prefix: str = "") -> dict[str, str]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(_flatten(value, f"{name}."))
+        elif isinstance(value, str):
+            out[name] = value
         else:
-            out[name] = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, bool)) else str(value)
+            # YAML lists and booleans as Flink reads them back: [a, b] and true/false.
+            out[name] = json.dumps(value)
     return out
 
 
