@@ -61,7 +61,7 @@ def cmd_replay(args) -> None:
     from stormwatch.replay import replay_files
 
     config = load(args.config)
-    count = replay_files(config, [Path(p) for p in args.files], args.topic)
+    count = replay_files(config, [Path(p) for p in args.files], args.topic, None if args.as_exported else args.batch_ms)
     print(f"produced {count} message(s) to {args.topic}")
 
 
@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="produce OTLP JSON lines files to a topic")
     p.add_argument("files", nargs="+")
     p.add_argument("--topic", default="otlp_spans")
+    p.add_argument("--batch-ms", type=int, default=1000,
+                   help="re-batch spans by end time into messages of this much event time, as a Collector would")
+    p.add_argument("--as-exported", action="store_true", help="send the files' messages unchanged")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("tail", help="print the records of topics as they arrive")

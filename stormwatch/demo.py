@@ -29,7 +29,14 @@ REFRESH_S = 2.0
 BAD_MESSAGE_EVERY_S = 15.0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_demo(config: Config, rate: float, duration: float | None, seed: int) -> None:
+    # Ctrl-C and `kill` both stop the demo cleanly, even where the shell started it with SIGINT ignored.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     broker = KafkaBroker(config)
     started_broker = broker.pid() is None
     say(broker.start())

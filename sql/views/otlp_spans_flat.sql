@@ -30,6 +30,13 @@ SELECT
     ELSE 'STATUS_CODE_UNSET'
   END AS status_code,
   s.`status`.`message` AS status_message,
+  -- Who a CLIENT span calls when the callee is not traced (databases, LLM APIs, queues): the
+  -- current semantic-convention names first, then the ones they replaced.
+  COALESCE(ATTRIBUTE_STRING(s.`attributes`, 'service.peer.name'), ATTRIBUTE_STRING(s.`attributes`, 'peer.service'))
+    AS peer_service,
+  COALESCE(ATTRIBUTE_STRING(s.`attributes`, 'db.system.name'), ATTRIBUTE_STRING(s.`attributes`, 'db.system'))
+    AS db_system,
+  ATTRIBUTE_STRING(s.`attributes`, 'server.address') AS server_address,
   s.`startTimeUnixNano` AS start_time_unix_nano,
   s.`endTimeUnixNano` AS end_time_unix_nano,
   CAST(s.`endTimeUnixNano` - s.`startTimeUnixNano` AS DOUBLE) / 1000000 AS duration_ms,
