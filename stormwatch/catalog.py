@@ -14,6 +14,17 @@ TOPIC_ROLES = {
     "source": ("pipeline", "spans", "source_topic"),
     "sink": ("pipeline", "spans", "sink_topic"),
     "dead_letters": ("pipeline", "dead_letters", "topic"),
+    "edges": ("pipeline", "topology", "edges_topic"),
+    "service_windows": ("pipeline", "topology", "service_windows_topic"),
+    "error_breaks": ("pipeline", "topology", "error_breaks_topic"),
+}
+# Output tables: (placeholder of their options, topic role).
+OUTPUTS = {
+    "spans_options": "sink",
+    "dead_letters_options": "dead_letters",
+    "edges_options": "edges",
+    "service_windows_options": "service_windows",
+    "error_breaks_options": "error_breaks",
 }
 
 
@@ -35,6 +46,16 @@ def topics(config: Config, overrides: dict[str, str] | None = None) -> dict[str,
     return {role: config.get(*path) for role, path in TOPIC_ROLES.items()} | (overrides or {})
 
 
+def interval(seconds: int | float) -> str:
+    """A Flink SQL interval literal of whole seconds. DAY TO SECOND: `INTERVAL 'n' SECOND` only
+    takes two digits, and Flink rejects a wider precision."""
+    total = int(seconds)
+    if total != seconds or total < 0:
+        raise ValueError(f"an interval must be a whole, non-negative number of seconds, not {seconds!r}")
+    days, rest = divmod(total, 86400)
+    return f"INTERVAL '{days} {rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}' DAY TO SECOND"
+
+
 def variables(
     config: Config,
     topic_names: dict[str, str],
@@ -48,12 +69,17 @@ def variables(
     (the SQL client's queries), nothing for a job writing them.
     """
     spans = config.section("pipeline", "spans")
+    topology = config.section("pipeline", "topology")
     outputs = outputs_read_with or {}
     return {
         "source_topic": topic_names["source"],
         "source_options": table_options(config, topic_names["source"], **source),
-        "spans_options": table_options(config, topic_names["sink"], **outputs),
-        "dead_letters_options": table_options(config, topic_names["dead_letters"], **outputs),
-        "watermark_out_of_orderness_seconds": int(spans["watermark_out_of_orderness_seconds"]),
+        **{key: table_options(config, topic_names[role], **outputs) for key, role in OUTPUTS.items()},
+        "watermark_out_of_orderness": interval(spans["watermark_out_of_orderness_seconds"]),
         "dead_letter_payload_max_chars": int(config.get("pipeline", "dead_letters", "payload_max_chars")),
+        "max_span_duration": interval(topology["max_span_duration_seconds"]),
+        "clock_skew": interval(topology["clock_skew_seconds"]),
+        "window_size": interval(topology["window_size_seconds"]),
+        "window_slide": interval(topology["window_slide_seconds"]),
+        "latency_bucket_bounds_ms": ", ".join(f"{float(b)!r}" for b in topology["latency_bucket_bounds_ms"]),
     }

@@ -56,13 +56,14 @@ def _requests(batch: dict[tuple[str, str], list[dict]], max_spans: int) -> Itera
             yield json.dumps(request, separators=(",", ":")).encode()
 
 
-def produce(config: Config, topic: str, messages: Iterable[bytes]) -> int:
-    """Send every message, wait until the broker acknowledged all of them; returns the count."""
+def produce(config: Config, topic: str, messages: Iterable[bytes], partition: int | None = None) -> int:
+    """Send every message (to one partition if given: a bounded replay that must keep its order),
+    wait until the broker acknowledged all of them; returns the count."""
     client = producer(config)
     count = 0
     try:
         for message in messages:
-            client.send(topic, message)
+            client.send(topic, message, partition=partition)
             count += 1
         client.flush()
     finally:

@@ -19,6 +19,7 @@ ATTRIBUTE_SCAN_LIMIT = 32
 
 # Only the braced form: `$` alone is common in SQL regular expressions.
 _PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)\}")
+_CUMULATIVE_CALL = re.compile(r"CUMULATIVE_COUNTS\(\s*([^,()]+?)\s*,\s*([0-9.eE+\-\s,]+?)\s*\)")
 _ATTRIBUTE_CALL = re.compile(r"ATTRIBUTE_STRING\(\s*([^,()]+?)\s*,\s*'([^']*)'\s*\)")
 
 
@@ -39,6 +40,19 @@ def expand_attribute_lookups(sql: str, limit: int = ATTRIBUTE_SCAN_LIMIT) -> str
     return _ATTRIBUTE_CALL.sub(lookup, sql)
 
 
+def expand_cumulative_counts(sql: str) -> str:
+    """CUMULATIVE_COUNTS(x, b1, b2, ...) -> ARRAY[count of x <= b1, count of x <= b2, ...], inside an
+    aggregate: histogram buckets computed on the JVM, as Prometheus' cumulative `le` buckets."""
+
+    def counts(match: re.Match) -> str:
+        value, bounds = match.group(1), [b.strip() for b in match.group(2).split(",")]
+        return "ARRAY[" + ", ".join(
+            f"CAST(SUM(CASE WHEN {value} <= {b} THEN 1 ELSE 0 END) AS BIGINT)" for b in bounds
+        ) + "]"
+
+    return _CUMULATIVE_CALL.sub(counts, sql)
+
+
 def render(name: str, variables: dict[str, object] | None = None) -> str:
     """The text of sql/<name>.sql with every placeholder filled; a missing value is an error."""
     path = SQL_DIR / f"{name}.sql"
@@ -50,7 +64,7 @@ def render(name: str, variables: dict[str, object] | None = None) -> str:
             raise SqlTemplateError(f"{path}: no value for placeholder ${{{match.group(1)}}}")
         return str(values[match.group(1)])
 
-    return expand_attribute_lookups(_PLACEHOLDER.sub(fill, text))
+    return expand_cumulative_counts(expand_attribute_lookups(_PLACEHOLDER.sub(fill, text)))
 
 
 def statements(sql: str) -> list[str]:

@@ -46,12 +46,21 @@ def flink_cluster(config, kafka):
 
 
 @pytest.fixture
-def topics(config, kafka):
-    """Fresh topics for one test: {role: name} for source (2 partitions), sink and dead_letters."""
-    suffix = uuid.uuid4().hex[:8]
-    names = {role: f"test_{role}_{suffix}" for role in ("source", "sink", "dead_letters")}
-    create_topics(config, {name: {"partitions": 2} for name in names.values()})
-    return names
+def topics_for(config, kafka):
+    """Fresh topics of 2 partitions for one test: {role: name} for the roles asked for."""
+
+    def make(roles) -> dict[str, str]:
+        suffix = uuid.uuid4().hex[:8]
+        names = {role: f"test_{role}_{suffix}" for role in roles}
+        create_topics(config, {name: {"partitions": 2} for name in names.values()})
+        return names
+
+    return make
+
+
+@pytest.fixture
+def topics(topics_for):
+    return topics_for(("source", "sink", "dead_letters"))
 
 
 def read_topic(config, topic: str, expected: int, timeout: float = 120.0) -> list[dict]:

@@ -21,6 +21,14 @@ class Span:
     error: bool
     start: int
     end: int
+    # Who a CLIENT span calls, from its own attributes (current semantic-convention names first).
+    peer_service: str | None = None
+    db_system: str | None = None
+    server_address: str | None = None
+
+    @property
+    def untraced_callee(self) -> str:
+        return self.peer_service or self.db_system or self.server_address or "unknown"
 
 
 def spans_of_request(request: dict) -> list[Span]:
@@ -29,6 +37,7 @@ def spans_of_request(request: dict) -> list[Span]:
         attrs = {a["key"]: a["value"].get("stringValue") for a in rs["resource"].get("attributes", [])}
         for ss in rs["scopeSpans"]:
             for s in ss["spans"]:
+                span_attrs = {a["key"]: a["value"].get("stringValue") for a in s.get("attributes", [])}
                 out.append(
                     Span(
                         trace_id=s["traceId"].lower(),
@@ -41,6 +50,9 @@ def spans_of_request(request: dict) -> list[Span]:
                         error=s.get("status", {}).get("code") == 2,
                         start=int(s["startTimeUnixNano"]),
                         end=int(s["endTimeUnixNano"]),
+                        peer_service=span_attrs.get("service.peer.name") or span_attrs.get("peer.service"),
+                        db_system=span_attrs.get("db.system.name") or span_attrs.get("db.system"),
+                        server_address=span_attrs.get("server.address"),
                     )
                 )
     return out

@@ -18,7 +18,9 @@ CREATE TEMPORARY TABLE stormwatch_spans (
   `end_time_unix_nano` BIGINT,
   `duration_ms` DOUBLE,
   `end_time` AS TO_TIMESTAMP_LTZ(`end_time_unix_nano` / 1000000, 3),
-  WATERMARK FOR `end_time` AS `end_time` - INTERVAL '${watermark_out_of_orderness_seconds}' SECOND
+  -- Arrival order, for keeping the first copy of a span exported twice (views/unique_spans.sql).
+  `arrival_time` AS PROCTIME(),
+  WATERMARK FOR `end_time` AS `end_time` - ${watermark_out_of_orderness}
 ) WITH (
   ${spans_options},
   'key.format' = 'raw',

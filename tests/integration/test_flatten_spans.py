@@ -60,6 +60,7 @@ def _as_reference(row: dict) -> Span:
         service_name=row["service_name"], service_instance_id=row["service_instance_id"], name=row["span_name"],
         kind={v: k for k, v in KINDS.items()}[row["span_kind"]], error=row["status_code"] == "STATUS_CODE_ERROR",
         start=row["start_time_unix_nano"], end=row["end_time_unix_nano"],
+        peer_service=row["peer_service"], db_system=row["db_system"], server_address=row["server_address"],
     )
 
 

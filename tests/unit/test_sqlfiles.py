@@ -36,3 +36,9 @@ def test_every_sql_file_renders_with_its_placeholders_supplied():
         needed = set(re.findall(r"\$\{([a-z_][a-z0-9_]*)\}", path.read_text()))
         text = render(name, {n: "x" for n in needed})
         assert statements(text), f"{name} has no statement"
+
+
+def test_cumulative_counts_become_one_bucket_sum_per_bound():
+    sql = sqlfiles.expand_cumulative_counts("SELECT CUMULATIVE_COUNTS(latency_ms, 1.0, 2.5) FROM t")
+    assert sql == ("SELECT ARRAY[CAST(SUM(CASE WHEN latency_ms <= 1.0 THEN 1 ELSE 0 END) AS BIGINT), "
+                   "CAST(SUM(CASE WHEN latency_ms <= 2.5 THEN 1 ELSE 0 END) AS BIGINT)] FROM t")

@@ -1,0 +1,54 @@
+"""topology: stormwatch_spans -> per-window service edges, service figures and error breaks.
+
+Every per-span step is Flink SQL on the JVM: an interval join of each span with its parent
+(sql/views/span_parents.sql), one with the children of CLIENT spans (untraced_calls), and windowed
+aggregates with percentiles and histogram buckets (sql/jobs/topology.sql).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from connectors.kafka import table_options
+from jobs.common import execute, parse_args, setup, source_options
+from stormwatch import catalog
+from stormwatch.flink_env import table_environment
+from stormwatch.sqlfiles import load_statements
+
+JOB = "topology"
+TABLES = [
+    "tables/stormwatch_spans",
+    "tables/stormwatch_edges",
+    "tables/stormwatch_service_windows",
+    "tables/stormwatch_error_breaks",
+    "views/unique_spans",
+    "views/span_parents",
+    "views/span_pairs",
+    "views/untraced_calls",
+    "views/edge_calls",
+    "views/child_coverage",
+    "views/service_facts",
+]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv)
+    config = setup(args)
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    group = args.group_id or config.get("pipeline", "topology", "consumer_group")
+    # This job reads the spans table; its sources options are those of a reader of stormwatch_spans.
+    reading = source_options(args, group)
+    variables = catalog.variables(config, names, reading)
+    variables["spans_options"] = table_options(config, names["sink"], **reading)
+
+    t_env = table_environment(config, f"stormwatch-{JOB}")
+    for statement in load_statements(TABLES, variables):
+        t_env.execute_sql(statement)
+    inserts = t_env.create_statement_set()
+    for statement in load_statements([f"jobs/{JOB}"], variables):
+        inserts.add_insert_sql(statement)
+    execute(t_env, inserts, args.bounded)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,45 @@
+-- Job topology: stormwatch_spans -> per-window edges, service figures and error breaks.
+-- Windows slide by [pipeline.topology] window_slide_seconds over window_size_seconds of span end time
+-- (a tumbling window where the two are equal).
+
+INSERT INTO stormwatch_edges
+SELECT
+  caller, callee, callee_virtual,
+  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
+  COUNT(*),
+  SUM(CASE WHEN client_error THEN 1 ELSE 0 END),
+  SUM(CASE WHEN server_error THEN 1 ELSE 0 END),
+  PERCENTILE(latency_ms, 0.5), PERCENTILE(latency_ms, 0.95), PERCENTILE(latency_ms, 0.99),
+  ARRAY[${latency_bucket_bounds_ms}],
+  CUMULATIVE_COUNTS(latency_ms, ${latency_bucket_bounds_ms}),
+  COALESCE(SUM(gap_ms), 0.0),
+  MIN(trace_id),
+  MIN(CASE WHEN client_error OR server_error THEN trace_id END)
+FROM TABLE(HOP(TABLE edge_calls, DESCRIPTOR(end_time),
+               ${window_slide}, ${window_size}))
+GROUP BY window_start, window_end, caller, callee, callee_virtual;
+
+INSERT INTO stormwatch_service_windows
+SELECT
+  service_name,
+  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
+  SUM(spans), SUM(server_spans), SUM(errors),
+  SUM(errors) - COUNT(DISTINCT error_parent_key),
+  SUM(errors_propagated), SUM(errors_absorbed), SUM(errors_surfaced),
+  PERCENTILE(server_ms, 0.5), PERCENTILE(server_ms, 0.95),
+  SUM(self_ms),
+  SUM(inbound_calls), SUM(inbound_gap_ms),
+  SUM(orphans), SUM(self_parents),
+  MIN(trace_id)
+FROM TABLE(HOP(TABLE service_facts, DESCRIPTOR(t),
+               ${window_slide}, ${window_size}))
+GROUP BY window_start, window_end, service_name;
+
+INSERT INTO stormwatch_error_breaks
+SELECT
+  parent_service_name, service_name,
+  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
+  COUNT(*), MIN(trace_id)
+FROM TABLE(HOP(TABLE absorbed_errors, DESCRIPTOR(end_time),
+               ${window_slide}, ${window_size}))
+GROUP BY window_start, window_end, parent_service_name, service_name;

@@ -1,0 +1,29 @@
+-- stormwatch_edges: per service edge (caller -> callee) and window, what crossed it. Virtual nodes:
+-- caller `user` for the roots of traces, a callee named by peer.service / db.system / server.address
+-- (callee_virtual) for calls into what is not traced. Latency is the caller's view where the caller
+-- has a CLIENT span; latency_buckets counts calls at or under each bound of latency_bucket_bounds_ms
+-- (cumulative, as Prometheus `le` buckets). Keyed by caller and callee.
+CREATE TEMPORARY TABLE stormwatch_edges (
+  `caller` STRING,
+  `callee` STRING,
+  `callee_virtual` BOOLEAN,
+  `window_start_ms` BIGINT,
+  `window_end_ms` BIGINT,
+  `calls` BIGINT,
+  `client_errors` BIGINT,
+  `server_errors` BIGINT,
+  `latency_p50_ms` DOUBLE,
+  `latency_p95_ms` DOUBLE,
+  `latency_p99_ms` DOUBLE,
+  `latency_bucket_bounds_ms` ARRAY<DOUBLE>,
+  `latency_buckets` ARRAY<BIGINT>,
+  `gap_ms_total` DOUBLE,
+  `example_trace_id` STRING,
+  `example_error_trace_id` STRING
+) WITH (
+  ${edges_options},
+  'key.format' = 'json',
+  'key.fields' = 'caller;callee',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL'
+);

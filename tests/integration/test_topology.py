@@ -1,0 +1,166 @@
+"""The topology job through the real Kafka and Flink: real TrainTicket traces and hand-made ones in,
+per-window edges, error classes and breaks out, checked against an independent per-trace reading."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from tests.conftest import read_topic, stormwatch
+from tests.otlp_reference import SHARED_DATA, spans_of_request
+
+pytestmark = pytest.mark.integration
+
+EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"  # has spans exported twice
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks")
+# Hand-made traces start a minute after the real data ends: in their own windows, yet in order.
+T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
+
+
+def _span(trace, span, parent, name, kind, start_ms, end_ms, error=False, **attributes):
+    s = {"traceId": trace, "spanId": span, "name": name, "kind": kind,
+         "startTimeUnixNano": str(T0 + start_ms * 1_000_000), "endTimeUnixNano": str(T0 + end_ms * 1_000_000),
+         "attributes": [{"key": k.replace("_", "."), "value": {"stringValue": v}} for k, v in attributes.items()]}
+    if parent:
+        s["parentSpanId"] = parent
+    if error:
+        s["status"] = {"code": 2, "message": "boom"}
+    return s
+
+
+def _message(service, *spans):
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}).encode()
+
+
+T = "%032x"
+HAND_MADE = [
+    # user -> web (SERVER) -> web CLIENT -> api SERVER, the api fails and web catches it.
+    _message("web", _span(T % 1, "%016x" % 1, None, "GET /", 2, 0, 100),
+             _span(T % 1, "%016x" % 2, "%016x" % 1, "call api", 3, 10, 90, error=True)),
+    _message("api", _span(T % 1, "%016x" % 3, "%016x" % 2, "GET /api", 2, 12, 88, error=True),
+             _span(T % 1, "%016x" % 4, "%016x" % 3, "validate", 1, 20, 30, error=True)),
+    # web calls things nobody traces: a database by db.system, an LLM API by peer.service.
+    _message("web", _span(T % 2, "%016x" % 5, None, "POST /chat", 2, 0, 500),
+             _span(T % 2, "%016x" % 6, "%016x" % 5, "SELECT", 3, 10, 20, db_system="postgresql"),
+             _span(T % 2, "%016x" % 7, "%016x" % 5, "chat", 3, 30, 400, peer_service="llm-api",
+                   server_address="api.llm.example")),
+    # api -> web server-to-server (no CLIENT span in between): still an edge.
+    _message("api", _span(T % 3, "%016x" % 8, None, "job", 2, 0, 50)),
+    _message("web", _span(T % 3, "%016x" % 9, "%016x" % 8, "hook", 2, 5, 40)),
+    # A broken trace: the parent never arrives. A span that names itself as its parent.
+    _message("api", _span(T % 4, "%016x" % 10, "%016x" % 99, "orphan", 2, 0, 10),
+             _span(T % 5, "%016x" % 11, "%016x" % 11, "self", 2, 0, 10)),
+    # A cycle of parent links: neither span is a root, each names the other.
+    _message("web", _span(T % 6, "%016x" % 12, "%016x" % 13, "a", 2, 0, 10)),
+    _message("api", _span(T % 6, "%016x" % 13, "%016x" % 12, "b", 2, 0, 10)),
+    # The same span exported twice.
+    _message("api", _span(T % 7, "%016x" % 14, None, "dup", 2, 0, 10)),
+    _message("api", _span(T % 7, "%016x" % 14, None, "dup", 2, 0, 10)),
+]
+
+
+def _unique(spans):
+    return list({(s.trace_id, s.span_id): s for s in spans}.values())
+
+
+def _windows(end_ns: int, size_ms: int, slide_ms: int) -> list[int]:
+    t = end_ns // 1_000_000  # event time is the end, in milliseconds
+    last = t - t % slide_ms
+    return [s for s in range(last - size_ms + slide_ms, last + 1, slide_ms) if s <= t < s + size_ms]
+
+
+def _reference_edges(spans, size_ms, slide_ms) -> Counter:
+    """(window start, caller, callee) -> calls, counted from the raw spans, one trace at a time."""
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    has_child = {(s.trace_id, s.parent_span_id) for s in spans if s.parent_span_id}
+    calls = Counter()
+    for s in spans:
+        edge = None
+        parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id != s.span_id else None
+        if s.parent_span_id is None:
+            edge = ("user", s.service_name)
+        elif parent is not None and parent.service_name != s.service_name:
+            edge = (parent.service_name, s.service_name)
+        if edge:
+            for w in _windows(s.end, size_ms, slide_ms):
+                calls[(w, *edge)] += 1
+        if s.kind == 3 and (s.trace_id, s.span_id) not in has_child:
+            callee = s.untraced_callee
+            for w in _windows(s.end, size_ms, slide_ms):
+                calls[(w, s.service_name, callee)] += 1
+    return calls
+
+
+def _reference_services(spans, size_ms, slide_ms) -> tuple[dict, Counter]:
+    """Per (window start, service): span counts and error classes; per (window, absorbing service,
+    failing service): breaks. Each error span is classified from its own trace."""
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    failing_children = {(s.trace_id, s.parent_span_id) for s in spans
+                        if s.error and s.parent_span_id and s.parent_span_id != s.span_id}
+    services: dict = {}
+    breaks = Counter()
+    for s in spans:
+        parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id != s.span_id else None
+        facts = Counter(spans=1, server_spans=int(s.kind == 2),
+                        orphans=int(s.parent_span_id is not None and s.parent_span_id != s.span_id and parent is None),
+                        self_parents=int(s.parent_span_id == s.span_id))
+        if s.error:
+            facts.update(errors=1, error_origins=int((s.trace_id, s.span_id) not in failing_children),
+                         errors_propagated=int(parent is not None and parent.error),
+                         errors_absorbed=int(parent is not None and not parent.error),
+                         errors_surfaced=int(s.parent_span_id is None))
+        for w in _windows(s.end, size_ms, slide_ms):
+            services.setdefault((w, s.service_name), Counter()).update(facts)
+            if s.error and parent is not None and not parent.error:
+                breaks[(w, parent.service_name, s.service_name)] += 1
+    return services, breaks
+
+
+def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for):
+    names = topics_for(ROLES)
+    real = list(collector_batches(otlp_json_lines(EXCEPTION_FAULT)))
+    # One partition: a replay at full speed keeps event-time order only there (see the test config).
+    produce(config, names["source"], real + HAND_MADE, partition=0)
+    args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
+    for job in ("flatten_spans", "topology"):
+        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    topology = config.section("pipeline", "topology")
+    size_ms, slide_ms = topology["window_size_seconds"] * 1000, topology["window_slide_seconds"] * 1000
+    spans = _unique(s for m in real + HAND_MADE for s in spans_of_request(json.loads(m)))
+    expected = _reference_edges(spans, size_ms, slide_ms)
+
+    edges = read_topic(config, names["edges"], len(expected))
+    got = Counter()
+    for e in edges:
+        assert e["window_end_ms"] - e["window_start_ms"] == size_ms
+        got[(e["window_start_ms"], e["caller"], e["callee"])] += e["calls"]
+    assert got == expected
+
+    hand = [e for e in edges if e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]]
+    pairs = {(e["caller"], e["callee"], e["callee_virtual"]) for e in hand}
+    assert pairs == {("user", "web", False), ("web", "api", False), ("web", "postgresql", True),
+                     ("web", "llm-api", True), ("user", "api", False), ("api", "web", False)}
+
+    expected_services, expected_breaks = _reference_services(spans, size_ms, slide_ms)
+    rows = read_topic(config, names["service_windows"], len(expected_services))
+    fields = ("spans", "server_spans", "errors", "error_origins", "errors_propagated", "errors_absorbed",
+              "errors_surfaced", "orphans", "self_parents")
+    got_services = {(r["window_start_ms"], r["service"]): Counter({f: r[f] for f in fields if r[f]}) for r in rows}
+    assert len(rows) == len(got_services), "one record per service and window"
+    assert got_services == {k: +v for k, v in expected_services.items()}
+
+    breaks = read_topic(config, names["error_breaks"], len(expected_breaks))
+    assert Counter({(b["window_start_ms"], b["absorbing_service"], b["failing_service"]): b["breaks"]
+                    for b in breaks}) == expected_breaks
+    # The hand-made chain: api's failing `validate` propagates to GET /api, which propagates to web's
+    # CLIENT span; web's SERVER span catches it there.
+    hand = {r["service"]: r for r in rows if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"]}
+    assert (hand["api"]["errors"], hand["api"]["error_origins"], hand["api"]["errors_propagated"]) == (2, 1, 2)
+    assert (hand["web"]["errors"], hand["web"]["errors_absorbed"]) == (1, 1)
+    assert hand["api"]["orphans"] == 1 and hand["api"]["self_parents"] == 1
