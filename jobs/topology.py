@@ -21,6 +21,7 @@ TABLES = [
     "tables/stormwatch_edges",
     "tables/stormwatch_service_windows",
     "tables/stormwatch_error_breaks",
+    "tables/stormwatch_latency_stages",
     "views/unique_spans",
     "views/span_parents",
     "views/span_pairs",
@@ -28,6 +29,7 @@ TABLES = [
     "views/edge_calls",
     "views/child_coverage",
     "views/service_facts",
+    "views/span_self_times",
 ]
 
 

@@ -17,6 +17,7 @@ TOPIC_ROLES = {
     "edges": ("pipeline", "topology", "edges_topic"),
     "service_windows": ("pipeline", "topology", "service_windows_topic"),
     "error_breaks": ("pipeline", "topology", "error_breaks_topic"),
+    "latency_stages": ("pipeline", "topology", "latency_stages_topic"),
 }
 # Output tables: (placeholder of their options, topic role).
 OUTPUTS = {
@@ -25,6 +26,7 @@ OUTPUTS = {
     "edges_options": "edges",
     "service_windows_options": "service_windows",
     "error_breaks_options": "error_breaks",
+    "latency_stages_options": "latency_stages",
 }
 
 

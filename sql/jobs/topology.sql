@@ -43,3 +43,14 @@ SELECT
 FROM TABLE(HOP(TABLE absorbed_errors, DESCRIPTOR(end_time),
                ${window_slide}, ${window_size}))
 GROUP BY window_start, window_end, parent_service_name, service_name;
+
+INSERT INTO stormwatch_latency_stages
+SELECT
+  service_name, span_name, span_kind,
+  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
+  COUNT(*),
+  AVG(duration_ms), PERCENTILE(duration_ms, 0.95),
+  AVG(self_ms), PERCENTILE(self_ms, 0.95),
+  MIN(trace_id)
+FROM TABLE(HOP(TABLE span_self_times, DESCRIPTOR(end_time), ${window_slide}, ${window_size}))
+GROUP BY window_start, window_end, service_name, span_name, span_kind;

@@ -15,7 +15,7 @@ from tests.otlp_reference import SHARED_DATA, spans_of_request
 pytestmark = pytest.mark.integration
 
 EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"  # has spans exported twice
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks")
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages")
 # Hand-made traces start a minute after the real data ends: in their own windows, yet in order.
 T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
 
@@ -164,3 +164,18 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert (hand["api"]["errors"], hand["api"]["error_origins"], hand["api"]["errors_propagated"]) == (2, 1, 2)
     assert (hand["web"]["errors"], hand["web"]["errors_absorbed"]) == (1, 1)
     assert hand["api"]["orphans"] == 1 and hand["api"]["self_parents"] == 1
+
+    stages = read_topic(config, names["latency_stages"], 1, timeout=30)
+    hand_stages = {(r["service"], r["operation"]): r for r in stages
+                   if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"] and r["example_trace_id"] == T % 1}
+    # GET / (100 ms) waits 80 ms on its CLIENT call; the call waits 76 ms on GET /api, which waits
+    # 10 ms on validate: what is left is each stage's own time.
+    self_ms = {k: round(r["self_mean_ms"], 3) for k, r in hand_stages.items()}
+    assert self_ms == {("web", "GET /"): 20.0, ("web", "call api"): 4.0, ("api", "GET /api"): 66.0,
+                       ("api", "validate"): 10.0}
+    per_window = Counter()
+    for s in spans:
+        for w in _windows(s.end, size_ms, slide_ms):
+            per_window[(w, s.service_name, s.name)] += 1
+    assert Counter({(r["window_start_ms"], r["service"], r["operation"]): r["spans"] for r in stages}) == per_window
+    assert all(0 <= r["self_mean_ms"] <= r["duration_mean_ms"] + 1e-9 for r in stages)
