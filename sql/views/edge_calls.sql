@@ -4,8 +4,10 @@
 --    INTERNAL spans never make an edge of their own: parent and child share the service.
 --  * a root span: the caller is the virtual node `user`.
 --  * a CLIENT span nobody answered: the callee is a virtual node named by its attributes.
--- client_ms is the caller's view of the call where the caller's span is a CLIENT span, server_ms the
--- callee's; gap_ms = client_ms - server_ms is the network and queueing between them.
+-- latency_ms is the caller's view of the call where the caller's span is a CLIENT span (else the
+-- callee's); gap_ms = client minus server time is the network and queueing between them.
+-- A call belongs to the window of the caller's end: a call and the caller's exclusive time around
+-- it then always fall into the same window, however long the network held the call.
 CREATE TEMPORARY VIEW edge_calls AS
 SELECT
   parent_service_name AS caller,
@@ -17,7 +19,7 @@ SELECT
   CASE WHEN parent_span_kind = 'SPAN_KIND_CLIENT' THEN parent_duration_ms ELSE duration_ms END AS latency_ms,
   CASE WHEN parent_span_kind = 'SPAN_KIND_CLIENT' AND span_kind = 'SPAN_KIND_SERVER'
        THEN GREATEST(parent_duration_ms - duration_ms, 0.0) END AS gap_ms,
-  end_time
+  parent_end_time AS end_time
 FROM span_parents
 WHERE parent_found_span_id IS NOT NULL AND parent_service_name <> service_name
 UNION ALL

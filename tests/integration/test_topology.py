@@ -86,7 +86,8 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
         elif parent is not None and parent.service_name != s.service_name:
             edge = (parent.service_name, s.service_name)
         if edge:
-            for w in _windows(s.end, size_ms, slide_ms):
+            # A call belongs to the window of the caller's end (the root's own, for `user`).
+            for w in _windows(parent.end if parent is not None else s.end, size_ms, slide_ms):
                 calls[(w, *edge)] += 1
         if s.kind == 3 and (s.trace_id, s.span_id) not in has_child:
             callee = s.untraced_callee
