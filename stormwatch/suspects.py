@@ -1,0 +1,411 @@
+"""Root-cause ranking over the per-window aggregates Flink SQL computes from spans.
+
+Pure logic: a `SuspectRanker` sees, window after window, one `ServiceWindow` per service and one
+`EdgeWindow` per caller→callee pair, and ranks the services by how likely each is the root cause.
+
+Signals
+-------
+Every signal is scored as a *surprise*: -log10 of the one-sided tail probability of the window's
+value under that service's own baseline (3 = "one window in a thousand is at least this bad").
+Two signals are *local*, they say what the service did itself, and make its score:
+
+- ``error_origins`` (error spans none of whose children is in error) per span. Baseline:
+  Gamma-Poisson, the service's decayed error and span counts on top of a Gamma prior around the
+  pooled rate of all services, scored with the negative-binomial predictive: honest with a few
+  dozen spans of history, and a service never seen before gets the population's wide prior.
+- ``own_time``: what the service adds to its callers' latency: its exclusive time per request net
+  of the gaps of its own outgoing calls (a CLIENT span's exclusive time is the network and the
+  callee's queue, which are the callee's), plus the gap (CLIENT minus SERVER) its callers see per
+  inbound call. CPU contention raises the first part, network delay on the pod the second.
+
+``self_time`` and ``inbound_gap`` (the two parts) and ``server_latency`` (the SERVER p50, which
+holds the callees' time too) are judged the same way, as symptoms and evidence, never as score.
+
+Latency is judged on y = log(1 + ms). In normal operation y varies from window to window about as
+much with 30 requests as with one (requests of a window share load, GC pauses, noisy neighbours)
+and with heavy tails, so each window is one observation of a Student t with ``latency_tail_dof``
+degrees of freedom, fitted robustly per service, its scale shrunk towards ``latency_prior_scale``.
+
+Attribution
+-----------
+A signal is *affected* when its surprise reaches -log10(flag_alpha). A suspect is *flagged* when
+its score reaches log10(tests / flag_alpha): Bonferroni over the window's local tests, so a window
+of normal operation flags anything at all with probability about ``flag_alpha``. The call graph
+holds every caller→callee edge seen (networkx); on its affected part, an affected descendant with
+a local anomaly *explains* its affected ancestors, and an explained service's score is multiplied
+by ``explained_discount``: the most downstream affected service, which explains its affected
+callers, ranks first (details: `SuspectRanker._attribute`).
+
+Baselines forget with a half-life, per data seen; an affected signal is not absorbed and other
+latency outliers only with their small t weight, so a fault does not become the new normal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+from scipy import special
+
+# Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
+TINY_P = 1e-300
+ERRORS, OWN_TIME = "error_origins", "own_time"
+SELF_TIME, INBOUND_GAP, SERVER_LATENCY = "self_time", "inbound_gap", "server_latency"
+LATENCY_SIGNALS = (OWN_TIME, SELF_TIME, INBOUND_GAP, SERVER_LATENCY)
+LOCAL_SIGNALS = (ERRORS, OWN_TIME)
+
+
+@dataclass(frozen=True)
+class ServiceWindow:
+    """One service in one window (definitions: tests/trace_windows.py, which Flink SQL must match)."""
+
+    service: str
+    window_start_ms: int
+    window_end_ms: int
+    spans: int
+    server_spans: int
+    errors: int
+    error_origins: int
+    server_p50_ms: float | None
+    server_p95_ms: float | None
+    self_ms_total: float
+    inbound_calls: int
+    inbound_gap_ms_total: float
+
+
+@dataclass(frozen=True)
+class EdgeWindow:
+    """Cross-service parent→child span pairs of one caller→callee pair in one window."""
+
+    caller: str
+    callee: str
+    window_start_ms: int
+    window_end_ms: int
+    calls: int
+    client_errors: int
+    server_errors: int
+    gap_ms_total: float
+
+
+@dataclass(frozen=True)
+class SuspectPolicy:
+    """The ranker's few knobs; bench/results/rootcause_eval.md shows how much each one matters."""
+
+    # Baselines forget with this half-life of data seen: long against a fault (minutes), short
+    # against a day's drift.
+    baseline_half_life_s: float = 1800.0
+    # Per window of normal operation, the probability that any service is flagged; and, per
+    # signal, the tail beyond which a value counts as affected (and stays out of the baseline).
+    flag_alpha: float = 0.001
+    # Windows of history a latency baseline needs before it judges: a service's first windows
+    # only teach it what normal is.
+    min_baseline_windows: float = 2.0
+    # Error origins per span assumed before any service has a baseline.
+    error_prior_rate: float = 0.01
+    # Gamma shape of a service's error rate around the pooled rate: small = services differ a lot
+    # (in normal operation a few services log errors on a tenth of their spans, most never do).
+    error_prior_shape: float = 0.1
+    # Window-to-window spread of log(1 + ms) in normal operation: Student-t degrees of freedom
+    # (heavy tails: a window of one or two requests easily takes 5x the usual time) and the scale
+    # assumed before a service has history (0.3: a window typically within ±30% of the usual),
+    # weighing this many windows.
+    latency_tail_dof: float = 3.0
+    latency_prior_scale: float = 0.3
+    latency_prior_windows: float = 20.0
+    # Score multiplier of a service whose anomaly an affected callee explains.
+    explained_discount: float = 0.5
+
+    @property
+    def affected_surprise(self) -> float:
+        return -math.log10(self.flag_alpha)
+
+    def flag_surprise(self, tests: int) -> float:
+        """Surprise a single test must reach so that `tests` tests keep `flag_alpha` together."""
+        return math.log10(max(tests, 1) / self.flag_alpha)
+
+
+@dataclass(frozen=True)
+class Suspect:
+    service: str
+    score: float
+    confidence: float
+    flagged: bool
+    evidence: dict
+
+
+@dataclass(frozen=True)
+class WindowVerdict:
+    window_start_ms: int
+    window_end_ms: int
+    # Score a suspect needs to be flagged in this window.
+    threshold: float
+    suspects: list[Suspect]
+
+    @property
+    def flagged(self) -> list[Suspect]:
+        return [s for s in self.suspects if s.flagged]
+
+    def rank_of(self, service: str) -> int | None:
+        """1-based rank of `service`, None if it had no record in the window."""
+        return next((i for i, s in enumerate(self.suspects, 1) if s.service == service), None)
+
+
+def _surprise(p: float) -> float:
+    return -math.log10(max(float(p), TINY_P))
+
+
+@dataclass
+class _RateBaseline:
+    """Decayed event and exposure counts (error origins and spans), Gamma-Poisson."""
+
+    events: float = 0.0
+    exposure: float = 0.0
+
+    def decay(self, factor: float) -> None:
+        self.events *= factor
+        self.exposure *= factor
+
+    def judge(self, events: float, exposure: int, pooled_rate: float, shape: float) -> tuple[float, float]:
+        """(expected events, surprise of at least `events`) in `exposure`, under the negative
+        binomial predictive of the posterior Gamma(shape + events seen, prior around pooled_rate)."""
+        r = shape + self.events
+        seen = shape / pooled_rate + self.exposure
+        expected = r * exposure / seen
+        if events <= 0:
+            return expected, 0.0
+        # P(K >= k) of NB(r, p = seen / (seen + exposure)) is I_{1-p}(k, r).
+        return expected, _surprise(special.betainc(events, r, exposure / (seen + exposure)))
+
+    def absorb(self, events: float, exposure: int, weight: float) -> None:
+        self.events += weight * events
+        self.exposure += weight * exposure
+
+
+@dataclass
+class _LatencyBaseline:
+    """Decayed Student-t fit of y = log(1 + ms) over a service's windows.
+
+    Each window enters with the weight the t likelihood gives it, (nu + 1) / (nu + z²) (the
+    EM step of a t fit with known nu): a typical window counts fully, a window 10 scales out (a
+    fault, or a rare hiccup) counts a few percent, so an ongoing fault hardly moves the baseline.
+    """
+
+    windows: float = 0.0
+    weight: float = 0.0
+    sum_wy: float = 0.0
+    deviations: float = 0.0
+    sum_wrr: float = 0.0
+
+    def decay(self, factor: float) -> None:
+        self.windows *= factor
+        self.weight *= factor
+        self.sum_wy *= factor
+        self.deviations *= factor
+        self.sum_wrr *= factor
+
+    def typical_ms(self) -> float | None:
+        return math.expm1(self.sum_wy / self.weight) if self.weight > 0 else None
+
+    def _scale(self, policy: SuspectPolicy) -> float:
+        prior = policy.latency_prior_windows
+        return math.sqrt((prior * policy.latency_prior_scale**2 + self.sum_wrr) / (prior + self.deviations))
+
+    def surprise(self, y: float, policy: SuspectPolicy) -> float:
+        """Surprise of a window at least as slow as y; 0 while the baseline is too short to judge."""
+        if self.windows < policy.min_baseline_windows:
+            return 0.0
+        # The location is itself estimated, from `weight` windows' worth.
+        scale = self._scale(policy) * math.sqrt(1 + 1 / self.weight)
+        return _surprise(special.stdtr(policy.latency_tail_dof, -(y - self.sum_wy / self.weight) / scale))
+
+    def absorb(self, y: float, weight: float, policy: SuspectPolicy) -> None:
+        w = 1.0
+        if self.weight > 0:
+            nu = policy.latency_tail_dof
+            r = y - self.sum_wy / self.weight
+            w = (nu + 1) / (nu + (r / self._scale(policy)) ** 2)
+            self.sum_wrr += weight * w * r * r
+            self.deviations += weight
+        self.windows += weight
+        self.weight += weight * w
+        self.sum_wy += weight * w * y
+
+
+@dataclass
+class _ServiceBaseline:
+    errors: _RateBaseline = field(default_factory=_RateBaseline)
+    latency: dict[str, _LatencyBaseline] = field(default_factory=lambda: {s: _LatencyBaseline() for s in LATENCY_SIGNALS})
+
+    def decay(self, factor: float) -> None:
+        self.errors.decay(factor)
+        for part in self.latency.values():
+            part.decay(factor)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One signal of one service in one window, against its baseline."""
+
+    value: float
+    # What the baseline expects: error origins in this window, or the typical ms.
+    expected: float | None
+    surprise: float
+
+
+def _measures(record: ServiceWindow, outgoing_gap_ms: float) -> dict[str, float]:
+    """The window's value of every signal the record has the units for.
+
+    own_time is the sum of the parts the window has: a window can hold a call's completion
+    (its gap) but not the request's SERVER span, or the reverse, and then the missing part counts 0
+    (biased low, so never a false alarm).
+    """
+    out = {ERRORS: float(record.error_origins)}
+    if record.inbound_calls > 0:
+        out[INBOUND_GAP] = record.inbound_gap_ms_total / record.inbound_calls
+    if record.server_spans > 0:
+        out[SELF_TIME] = max(0.0, record.self_ms_total - outgoing_gap_ms) / record.server_spans
+    if record.server_p50_ms is not None:
+        out[SERVER_LATENCY] = record.server_p50_ms
+    if SELF_TIME in out or INBOUND_GAP in out:
+        out[OWN_TIME] = out.get(SELF_TIME, 0.0) + out.get(INBOUND_GAP, 0.0)
+    return out
+
+
+class SuspectRanker:
+    """Ranks the services of each window by how likely each is the root cause; keeps the baselines."""
+
+    def __init__(self, policy: SuspectPolicy | None = None) -> None:
+        self.policy = policy or SuspectPolicy()
+        self._baselines: dict[str, _ServiceBaseline] = {}
+        self._population = _RateBaseline()
+        self._graph = nx.DiGraph()
+        self._last_start_ms: int | None = None
+
+    def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow]) -> WindowVerdict:
+        """Ranks one window's services against the baselines, then adds the window to them."""
+        records = sorted(services, key=lambda r: r.service)
+        bounds = {(r.window_start_ms, r.window_end_ms) for r in [*records, *edges]}
+        if len(bounds) != 1 or len({r.service for r in records}) != len(records):
+            raise ValueError(f"one window's records, one per service, expected; got windows {sorted(bounds)}")
+        ((start_ms, end_ms),) = bounds
+        if end_ms <= start_ms:
+            raise ValueError(f"window [{start_ms}, {end_ms}) is empty")
+        weight = self._advance(start_ms, end_ms - start_ms)
+        outgoing_gap: dict[str, float] = {}
+        for e in sorted(edges, key=lambda e: (e.caller, e.callee)):
+            self._graph.add_edge(e.caller, e.callee)
+            outgoing_gap[e.caller] = outgoing_gap.get(e.caller, 0.0) + e.gap_ms_total
+
+        pooled_rate = self._pooled_error_rate()
+        measures = {r.service: _measures(r, outgoing_gap.get(r.service, 0.0)) for r in records}
+        judged = {r.service: self._judge(r, measures[r.service], pooled_rate) for r in records}
+        tests = len(LOCAL_SIGNALS) * len(records)
+        suspects = self._attribute(judged, tests)
+        for r in records:
+            self._absorb(r, measures[r.service], judged[r.service], weight)
+        return WindowVerdict(start_ms, end_ms, self.policy.flag_surprise(tests), suspects)
+
+    def _advance(self, start_ms: int, size_ms: int) -> float:
+        """Decays every baseline for the step to `start_ms`; returns the weight of this window's data.
+
+        Sliding windows overlap, so each weighs slide/size and every span counts once overall. A
+        gap in the stream (an outage, a quiet night) counts as one window: baselines forget by
+        data seen, not by wall-clock time.
+        """
+        if self._last_start_ms is None:
+            self._last_start_ms = start_ms
+            return 1.0
+        # A window out of order or repeated adds nothing and forgets nothing.
+        step_ms = max(0, min(start_ms - self._last_start_ms, size_ms))
+        self._last_start_ms = max(start_ms, self._last_start_ms)
+        factor = 0.5 ** (step_ms / 1000 / self.policy.baseline_half_life_s)
+        self._population.decay(factor)
+        for baseline in self._baselines.values():
+            baseline.decay(factor)
+        return step_ms / size_ms
+
+    def _pooled_error_rate(self) -> float:
+        """Error origins per span over all services; the policy's prior rate weighs one shape's worth."""
+        p = self.policy
+        return (p.error_prior_shape + self._population.events) / (p.error_prior_shape / p.error_prior_rate + self._population.exposure)
+
+    def _judge(self, record: ServiceWindow, measures: dict[str, float], pooled_rate: float) -> dict[str, _Judged]:
+        baseline = self._baselines.setdefault(record.service, _ServiceBaseline())
+        expected, surprise = baseline.errors.judge(measures[ERRORS], record.spans, pooled_rate, self.policy.error_prior_shape)
+        out = {ERRORS: _Judged(measures[ERRORS], expected, surprise)}
+        for signal in LATENCY_SIGNALS:
+            if signal in measures:
+                history = baseline.latency[signal]
+                out[signal] = _Judged(measures[signal], history.typical_ms(), history.surprise(math.log1p(measures[signal]), self.policy))
+        return out
+
+    def _absorb(self, record: ServiceWindow, measures: dict[str, float], judged: dict[str, _Judged], weight: float) -> None:
+        """Adds the window's unaffected signals to the service's baseline, latency with its t weight.
+
+        An affected signal stays out, so an ongoing fault does not become normal (one error is news
+        when the rate is near zero). A lasting change of level is learned all the same once the
+        baseline has decayed below `min_baseline_windows` (about four half-lives). The population's
+        error rate takes every window: it is what errors look like anywhere, bursts included.
+        """
+        baseline = self._baselines[record.service]
+        self._population.absorb(measures[ERRORS], record.spans, weight)
+        limit = self.policy.affected_surprise
+        if judged[ERRORS].surprise < limit:
+            baseline.errors.absorb(measures[ERRORS], record.spans, weight)
+        for signal in LATENCY_SIGNALS:
+            if signal in measures and judged[signal].surprise < limit:
+                baseline.latency[signal].absorb(math.log1p(measures[signal]), weight, self.policy)
+
+    @staticmethod
+    def _evidence(signals: dict[str, _Judged]) -> dict:
+        ev: dict = {"signal": max((k for k in LOCAL_SIGNALS if k in signals), key=lambda k: signals[k].surprise)}
+        for signal, j in sorted(signals.items()):
+            if signal == ERRORS:
+                ev["error_origins"] = int(j.value)
+                ev["expected_error_origins"] = round(j.expected, 3)
+                ev["excess_error_origins"] = round(j.value - j.expected, 3)
+            else:
+                ev[f"{signal}_ms"] = round(j.value, 3)
+                ev[f"{signal}_baseline_ms"] = None if j.expected is None else round(j.expected, 3)
+                ev[f"{signal}_ratio"] = round(j.value / j.expected, 3) if j.expected else None
+        ev["surprise"] = {signal: round(j.surprise, 3) for signal, j in sorted(signals.items())}
+        return ev
+
+    def _attribute(self, judged: dict[str, dict[str, _Judged]], tests: int) -> list[Suspect]:
+        """Local scores, discounted where another affected service explains them.
+
+        Explanations run along the affected part of the call graph. An affected descendant with a
+        local anomaly explains its affected ancestors: failures and slowness propagate to callers,
+        and a caller's timeout turns slowness into errors. Except an anomaly carried by the
+        inbound gap alone (the callee's own processing is normal) when a direct caller's own
+        processing is affected: a CPU-starved caller's client spans end late, so the gap is the
+        caller's, and the callee explains nobody.
+        """
+        policy = self.policy
+        limit, flag = policy.affected_surprise, policy.flag_surprise(tests)
+
+        def hit(service: str, signal: str) -> bool:
+            return signal in judged[service] and judged[service][signal].surprise >= limit
+
+        local = {s: max(signals[k].surprise for k in LOCAL_SIGNALS if k in signals) for s, signals in judged.items()}
+        paths = self._graph.subgraph(s for s, signals in judged.items() if any(j.surprise >= limit for j in signals.values()))
+        gap_of = {
+            c: sorted(p for p in paths.predecessors(c) if hit(p, SELF_TIME))
+            for c in sorted(paths)
+            if hit(c, INBOUND_GAP) and not hit(c, SELF_TIME)
+        }
+        roots = {c for c in paths if local[c] >= limit and not gap_of.get(c)}
+        explained_by = {s: sorted((nx.descendants(paths, s) & roots) | set(gap_of.get(s, []))) for s in sorted(paths)}
+        suspects = []
+        for service in sorted(judged):
+            culprits = explained_by.get(service, [])
+            score = local[service] * (policy.explained_discount if culprits else 1.0)
+            ev = self._evidence(judged[service])
+            ev["explains"] = sorted(s for s, by in explained_by.items() if service in by)
+            ev["explained_by"] = culprits
+            # 1 - the Bonferroni-adjusted p-value: flagged exactly when confidence >= 1 - flag_alpha.
+            confidence = max(0.0, 1.0 - tests * 10.0 ** (-score))
+            suspects.append(Suspect(service, round(score, 6), round(confidence, 6), score >= flag, ev))
+        suspects.sort(key=lambda s: (-s.score, s.service))
+        return suspects
