@@ -18,6 +18,9 @@ TOPIC_ROLES = {
     "service_windows": ("pipeline", "topology", "service_windows_topic"),
     "error_breaks": ("pipeline", "topology", "error_breaks_topic"),
     "latency_stages": ("pipeline", "topology", "latency_stages_topic"),
+    "suspects": ("pipeline", "suspects", "suspects_topic"),
+    "topology_snapshots": ("pipeline", "suspects", "topology_snapshots_topic"),
+    "edge_events": ("pipeline", "suspects", "edge_events_topic"),
 }
 # Output tables: (placeholder of their options, topic role).
 OUTPUTS = {
@@ -27,6 +30,9 @@ OUTPUTS = {
     "service_windows_options": "service_windows",
     "error_breaks_options": "error_breaks",
     "latency_stages_options": "latency_stages",
+    "suspects_options": "suspects",
+    "topology_snapshots_options": "topology_snapshots",
+    "edge_events_options": "edge_events",
 }
 
 

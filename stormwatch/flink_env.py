@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pyflink.table import EnvironmentSettings, TableEnvironment
+import os
+import site
+import sys
+
+from pyflink.common import Configuration
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.table import EnvironmentSettings, StreamTableEnvironment, TableEnvironment
 
 from stormwatch.config import Config
 
@@ -18,14 +24,34 @@ def connector_jars(config: Config) -> list[str]:
     return [j.as_uri() for j in jars]
 
 
+def job_configuration(config: Config, job_name: str) -> dict[str, str]:
+    return {
+        # Shipped with the job either way: on the embedded mini-cluster it is the only copy; on a
+        # standalone cluster the same jar in lib/ wins (org.apache.flink classes load parent-first).
+        "pipeline.jars": ";".join(connector_jars(config)),
+        "parallelism.default": str(config.get("flink", "parallelism")),
+        # Python functions run in this interpreter (the one with pyflink, pemja and our packages),
+        # not whatever `python` is on the PATH. Thread mode embeds the interpreter in the JVM, which
+        # does not see a virtualenv's packages unless they are on its path.
+        "python.executable": sys.executable,
+        "python.pythonpath": os.pathsep.join(site.getsitepackages()),
+        **{key: str(value) for key, value in config.section("flink", "job_config").items()},
+        "pipeline.name": job_name,
+    }
+
+
 def table_environment(config: Config, job_name: str) -> TableEnvironment:
+    """For jobs that are all SQL."""
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    conf = t_env.get_config()
-    # Shipped with the job either way: on the embedded mini-cluster it is the only copy; on a
-    # standalone cluster the same jar in lib/ wins (org.apache.flink classes load parent-first).
-    conf.set("pipeline.jars", ";".join(connector_jars(config)))
-    conf.set("parallelism.default", str(config.get("flink", "parallelism")))
-    for key, value in config.section("flink", "job_config").items():
-        conf.set(key, str(value))
-    conf.set("pipeline.name", job_name)
+    for key, value in job_configuration(config, job_name).items():
+        t_env.get_config().set(key, value)
     return t_env
+
+
+def stream_table_environment(config: Config, job_name: str) -> StreamTableEnvironment:
+    """For jobs that hand per-window records from SQL tables to Python functions and back."""
+    conf = Configuration()
+    for key, value in job_configuration(config, job_name).items():
+        conf.set_string(key, value)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    return StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())

@@ -19,7 +19,10 @@ CREATE TEMPORARY TABLE stormwatch_edges (
   `latency_buckets` ARRAY<BIGINT>,
   `gap_ms_total` DOUBLE,
   `example_trace_id` STRING,
-  `example_error_trace_id` STRING
+  `example_error_trace_id` STRING,
+  -- Read back by the suspects job: a window's records are complete once the watermark passes its end.
+  `window_end_time` AS TO_TIMESTAMP_LTZ(`window_end_ms`, 3),
+  WATERMARK FOR `window_end_time` AS `window_end_time` - ${watermark_out_of_orderness}
 ) WITH (
   ${edges_options},
   'key.format' = 'json',

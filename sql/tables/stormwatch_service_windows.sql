@@ -24,7 +24,10 @@ CREATE TEMPORARY TABLE stormwatch_service_windows (
   `inbound_gap_ms_total` DOUBLE,
   `orphans` BIGINT,
   `self_parents` BIGINT,
-  `example_trace_id` STRING
+  `example_trace_id` STRING,
+  -- Read back by the suspects job: a window's records are complete once the watermark passes its end.
+  `window_end_time` AS TO_TIMESTAMP_LTZ(`window_end_ms`, 3),
+  WATERMARK FOR `window_end_time` AS `window_end_time` - ${watermark_out_of_orderness}
 ) WITH (
   ${service_windows_options},
   'key.format' = 'raw',

@@ -1,0 +1,136 @@
+"""suspects: per-window service figures and edges -> ranked root-cause suspects, graph snapshots
+and edge events.
+
+Flink SQL has done the per-span work (jobs/topology.py); this job sees a few records per service per
+window. It gathers a window's records until the watermark passes the window's end, then hands them
+to the pure-Python ranker (stormwatch/suspects.py) and graph tracker (stormwatch/topology_graph.py),
+whose state lives in Flink state so a restart resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+from pyflink.common import Row, Types
+from pyflink.datastream import KeyedProcessFunction, OutputTag
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+
+from connectors.kafka import table_options
+from jobs.common import execute, parse_args, setup, source_options
+from stormwatch import catalog
+from stormwatch.flink_env import stream_table_environment
+from stormwatch.sqlfiles import load_statements
+from stormwatch.suspects import EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker
+from stormwatch.topology_graph import EdgeSeen, TopologyTracker
+
+JOB = "suspects"
+INPUTS = {"service_windows": "stormwatch_service_windows", "edges": "stormwatch_edges"}
+OUTPUTS = ["tables/stormwatch_suspects", "tables/stormwatch_topology_snapshots", "tables/stormwatch_edge_events"]
+
+RECORD = Types.ROW_NAMED(["kind", "window_end_ms", "payload"], [Types.STRING(), Types.LONG(), Types.STRING()])
+SUSPECT = Types.ROW_NAMED(
+    ["service", "window_start_ms", "window_end_ms", "rank", "score", "confidence", "flagged", "threshold", "evidence"],
+    [Types.STRING(), Types.LONG(), Types.LONG(), Types.INT(), Types.DOUBLE(), Types.DOUBLE(), Types.BOOLEAN(),
+     Types.DOUBLE(), Types.STRING()],
+)
+SNAPSHOT = Types.ROW_NAMED(
+    ["window_end_ms", "window_start_ms", "services", "entry_points", "depth", "edges"],
+    [Types.LONG(), Types.LONG(), Types.OBJECT_ARRAY(Types.STRING()), Types.OBJECT_ARRAY(Types.STRING()),
+     Types.INT(), Types.STRING()],
+)
+EDGE_EVENT = Types.ROW_NAMED(
+    ["caller", "callee", "event", "window_start_ms", "window_end_ms", "first_seen_ms", "last_seen_ms"],
+    [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG(), Types.LONG(), Types.LONG()],
+)
+SNAPSHOTS = OutputTag("topology_snapshots", SNAPSHOT)
+EDGE_EVENTS = OutputTag("edge_events", EDGE_EVENT)
+
+
+def _fields(cls, record: dict) -> dict:
+    return {f.name: record[f.name] for f in dataclasses.fields(cls)}
+
+
+class RankWindows(KeyedProcessFunction):
+    """One key for the whole system: a window's verdict needs every service and edge of it."""
+
+    def __init__(self, policy: SuspectPolicy, vanish_after_windows: int):
+        self.policy = policy
+        self.vanish_after_windows = vanish_after_windows
+
+    def open(self, runtime_context):
+        self.pending = runtime_context.get_map_state(
+            MapStateDescriptor("pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY()))
+        self.models = runtime_context.get_state(ValueStateDescriptor("models", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value, ctx):
+        batch = self.pending.get(value.window_end_ms) or {"service_windows": [], "edges": []}
+        batch[value.kind].append(json.loads(value.payload))
+        self.pending.put(value.window_end_ms, batch)
+        ctx.timer_service().register_event_time_timer(value.window_end_ms)
+        return []
+
+    def on_timer(self, timestamp, ctx):
+        ranker, tracker = self.models.value() or (SuspectRanker(self.policy), TopologyTracker(self.vanish_after_windows))
+        for end in sorted(k for k in self.pending.keys() if k <= timestamp):
+            batch = self.pending.get(end)
+            self.pending.remove(end)
+            yield from self._window(ranker, tracker, batch)
+        self.models.update((ranker, tracker))
+
+    @staticmethod
+    def _window(ranker: SuspectRanker, tracker: TopologyTracker, batch: dict):
+        services = sorted((ServiceWindow(**_fields(ServiceWindow, r)) for r in batch["service_windows"]),
+                          key=lambda s: s.service)
+        edges = sorted(batch["edges"], key=lambda e: (e["caller"], e["callee"]))
+        real_edges = [EdgeWindow(**_fields(EdgeWindow, e)) for e in edges if not e["callee_virtual"] and e["caller"] != "user"]
+        if services:
+            verdict = ranker.observe(services, real_edges)
+            for rank, s in enumerate(verdict.suspects, 1):
+                yield Row(s.service, verdict.window_start_ms, verdict.window_end_ms, rank, s.score, s.confidence,
+                          s.flagged, verdict.threshold, json.dumps(s.evidence, sort_keys=True, default=str))
+        if edges:
+            start, end = edges[0]["window_start_ms"], edges[0]["window_end_ms"]
+            snapshot, events = tracker.observe(start, end, [
+                EdgeSeen(e["caller"], e["callee"], e["callee_virtual"], e["calls"],
+                         e["client_errors"] + e["server_errors"], e["latency_p95_ms"]) for e in edges])
+            yield SNAPSHOTS, Row(snapshot["window_end_ms"], snapshot["window_start_ms"], snapshot["services"],
+                                 snapshot["entry_points"], snapshot["depth"], json.dumps(snapshot["edges"]))
+            for e in events:
+                yield EDGE_EVENTS, Row(e["caller"], e["callee"], e["event"], e["window_start_ms"], e["window_end_ms"],
+                                       e["first_seen_ms"], e["last_seen_ms"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv)
+    config = setup(args)
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    settings = config.section("pipeline", "suspects")
+    group = args.group_id or settings["consumer_group"]
+    variables = catalog.variables(config, names, source_options(args, group))
+    for role in INPUTS:
+        variables[f"{role}_options"] = table_options(config, names[role], **source_options(args, f"{group}-{role}"))
+
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}")
+    for statement in load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables):
+        t_env.execute_sql(statement)
+
+    def records(role: str):
+        rows = t_env.to_data_stream(t_env.from_path(INPUTS[role]))
+        return rows.map(lambda r, kind=role: Row(kind, r["window_end_ms"], json.dumps(r.as_dict(), default=str)),
+                        output_type=RECORD)
+
+    policy = SuspectPolicy(**settings.get("policy", {}))
+    verdicts = (records("service_windows").union(records("edges"))
+                .key_by(lambda r: 0, key_type=Types.INT())
+                .process(RankWindows(policy, int(settings["vanish_after_windows"])), output_type=SUSPECT))
+    inserts = t_env.create_statement_set()
+    inserts.add_insert("stormwatch_suspects", t_env.from_data_stream(verdicts))
+    inserts.add_insert("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
+    inserts.add_insert("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
+    execute(t_env, inserts, args.bounded)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
