@@ -27,9 +27,11 @@ from stormwatch.topology_graph import EdgeSeen, TopologyTracker
 
 JOB = "suspects"
 INPUTS = {"service_windows": "stormwatch_service_windows", "edges": "stormwatch_edges"}
-OUTPUTS = ["tables/stormwatch_suspects", "tables/stormwatch_topology_snapshots", "tables/stormwatch_edge_events"]
+OUTPUTS = ["tables/stormwatch_suspects", "tables/stormwatch_topology_snapshots", "tables/stormwatch_edge_events",
+           "tables/stormwatch_dead_letters"]
 
-RECORD = Types.ROW_NAMED(["kind", "window_end_ms", "payload"], [Types.STRING(), Types.LONG(), Types.STRING()])
+RECORD = Types.ROW_NAMED(["kind", "topic", "window_end_ms", "payload"],
+                         [Types.STRING(), Types.STRING(), Types.LONG(), Types.STRING()])
 SUSPECT = Types.ROW_NAMED(
     ["service", "window_start_ms", "window_end_ms", "rank", "score", "confidence", "flagged", "threshold", "evidence"],
     [Types.STRING(), Types.LONG(), Types.LONG(), Types.INT(), Types.DOUBLE(), Types.DOUBLE(), Types.BOOLEAN(),
@@ -44,7 +46,12 @@ EDGE_EVENT = Types.ROW_NAMED(
     ["caller", "callee", "event", "window_start_ms", "window_end_ms", "first_seen_ms", "last_seen_ms"],
     [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG(), Types.LONG(), Types.LONG()],
 )
+DEAD_LETTER = Types.ROW_NAMED(
+    ["source_topic", "source_partition", "source_offset", "reason", "payload", "job"],
+    [Types.STRING(), Types.INT(), Types.LONG(), Types.STRING(), Types.STRING(), Types.STRING()],
+)
 SNAPSHOTS = OutputTag("topology_snapshots", SNAPSHOT)
+DEAD_LETTERS = OutputTag("dead_letters", DEAD_LETTER)
 EDGE_EVENTS = OutputTag("edge_events", EDGE_EVENT)
 
 
@@ -63,13 +70,21 @@ class RankWindows(KeyedProcessFunction):
         self.pending = runtime_context.get_map_state(
             MapStateDescriptor("pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY()))
         self.models = runtime_context.get_state(ValueStateDescriptor("models", Types.PICKLED_BYTE_ARRAY()))
+        self.ranked_through = runtime_context.get_state(ValueStateDescriptor("ranked_through", Types.LONG()))
 
     def process_element(self, value, ctx):
+        ranked_through = self.ranked_through.value()
+        if ranked_through is not None and value.window_end_ms <= ranked_through:
+            # Its window was ranked already: a verdict is given once, the straggler is kept aside.
+            record = json.loads(value.payload)
+            yield DEAD_LETTERS, Row(value.topic, record["kafka_partition"], record["kafka_offset"],
+                                    f"window ending {value.window_end_ms} was already ranked when this record came",
+                                    value.payload, JOB)
+            return
         batch = self.pending.get(value.window_end_ms) or {"service_windows": [], "edges": []}
         batch[value.kind].append(json.loads(value.payload))
         self.pending.put(value.window_end_ms, batch)
         ctx.timer_service().register_event_time_timer(value.window_end_ms)
-        return []
 
     def on_timer(self, timestamp, ctx):
         ranker, tracker = self.models.value() or (SuspectRanker(self.policy), TopologyTracker(self.vanish_after_windows))
@@ -77,6 +92,7 @@ class RankWindows(KeyedProcessFunction):
             batch = self.pending.get(end)
             self.pending.remove(end)
             yield from self._window(ranker, tracker, batch)
+            self.ranked_through.update(end)
         self.models.update((ranker, tracker))
 
     @staticmethod
@@ -118,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def records(role: str):
         rows = t_env.to_data_stream(t_env.from_path(INPUTS[role]))
-        return rows.map(lambda r, kind=role: Row(kind, r["window_end_ms"], json.dumps(r.as_dict(), default=str)),
+        return rows.map(lambda r, kind=role, topic=names[role]: Row(kind, topic, r["window_end_ms"],
+                                                                    json.dumps(r.as_dict(), default=str)),
                         output_type=RECORD)
 
     policy = SuspectPolicy(**settings.get("policy", {}))
@@ -129,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     inserts.add_insert("stormwatch_suspects", t_env.from_data_stream(verdicts))
     inserts.add_insert("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
     inserts.add_insert("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
+    inserts.add_insert("stormwatch_dead_letters", t_env.from_data_stream(verdicts.get_side_output(DEAD_LETTERS)))
     execute(t_env, inserts, args.bounded)
 
 

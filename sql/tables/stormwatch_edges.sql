@@ -22,6 +22,8 @@ CREATE TEMPORARY TABLE stormwatch_edges (
   `example_error_trace_id` STRING,
   -- Read back by the suspects job: a window's records are complete once the watermark passes its end.
   `window_end_time` AS TO_TIMESTAMP_LTZ(`window_end_ms`, 3),
+  `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
+  `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
   WATERMARK FOR `window_end_time` AS `window_end_time` - ${watermark_out_of_orderness}
 ) WITH (
   ${edges_options},
