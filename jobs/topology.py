@@ -1,4 +1,5 @@
-"""topology: stormwatch_spans -> per-window service edges, service figures and error breaks.
+"""topology: stormwatch_spans -> per-window service edges, service figures, error breaks and latency
+stages; late spans to the dead letters.
 
 Every per-span step is Flink SQL on the JVM: an interval join of each span with its parent
 (sql/views/span_parents.sql), one with the children of CLIENT spans (untraced_calls), and windowed
@@ -22,6 +23,7 @@ TABLES = [
     "tables/stormwatch_service_windows",
     "tables/stormwatch_error_breaks",
     "tables/stormwatch_latency_stages",
+    "tables/stormwatch_dead_letters",
     "views/unique_spans",
     "views/span_parents",
     "views/span_pairs",

@@ -81,6 +81,7 @@ def variables(
     outputs = outputs_read_with or {}
     return {
         "source_topic": topic_names["source"],
+        "sink_topic": topic_names["sink"],
         "source_options": table_options(config, topic_names["source"], **source),
         **{key: table_options(config, topic_names[role], **outputs) for key, role in OUTPUTS.items()},
         "watermark_out_of_orderness": interval(spans["watermark_out_of_orderness_seconds"]),

@@ -54,3 +54,15 @@ SELECT
   MIN(trace_id)
 FROM TABLE(HOP(TABLE span_self_times, DESCRIPTOR(end_time), ${window_slide}, ${window_size}))
 GROUP BY window_start, window_end, service_name, span_name, span_kind;
+
+-- Late spans: ended before the watermark, so no window or join takes them any more. Counted and kept.
+INSERT INTO stormwatch_dead_letters
+SELECT
+  '${sink_topic}', kafka_partition, kafka_offset,
+  'late span: ended ' || CAST(TIMESTAMPDIFF(SECOND, end_time, CURRENT_WATERMARK(end_time)) AS STRING)
+    || ' s before the watermark, beyond the allowed out-of-orderness',
+  JSON_OBJECT('traceId' VALUE trace_id, 'spanId' VALUE span_id, 'serviceName' VALUE service_name,
+              'name' VALUE span_name, 'endTimeUnixNano' VALUE end_time_unix_nano),
+  'topology'
+FROM stormwatch_spans
+WHERE end_time < CURRENT_WATERMARK(end_time);

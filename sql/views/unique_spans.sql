@@ -1,4 +1,6 @@
--- unique_spans: stormwatch_spans with each (trace id, span id) once, the first copy that arrived.
+-- unique_spans: stormwatch_spans with each (trace id, span id) once, the first copy that arrived,
+-- and without late spans (behind the watermark: windows and joins would drop them silently;
+-- sql/jobs/topology.sql sends them to the dead letters instead).
 -- Exporters retry, so the same span can come twice (the TrainTicket data has such copies); a copy
 -- would count twice and pair twice with its parent. Deduplicating on arrival order keeps the
 -- stream append-only, so the event-time joins and windows downstream can consume it.
@@ -10,5 +12,6 @@ SELECT
 FROM (
   SELECT *, ROW_NUMBER() OVER (PARTITION BY trace_id, span_id ORDER BY arrival_time ASC) AS row_num
   FROM stormwatch_spans
+  WHERE CURRENT_WATERMARK(end_time) IS NULL OR end_time >= CURRENT_WATERMARK(end_time)
 )
 WHERE row_num = 1;

@@ -4,12 +4,16 @@ per-window edges, error classes and breaks out, checked against an independent p
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
-from tests.conftest import read_topic, stormwatch
+from tests.conftest import TEST_CONFIG, read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_request
 
 pytestmark = pytest.mark.integration
@@ -180,3 +184,43 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
             per_window[(w, s.service_name, s.name)] += 1
     assert Counter({(r["window_start_ms"], r["service"], r["operation"]): r["spans"] for r in stages}) == per_window
     assert all(0 <= r["self_mean_ms"] <= r["duration_mean_ms"] + 1e-9 for r in stages)
+
+
+def _flat_span(trace: int, end_ms: int) -> tuple[bytes, bytes]:
+    trace_id = T % (10**6 + trace)
+    row = {"trace_id": trace_id, "span_id": "%016x" % (trace + 1), "parent_span_id": None, "service_name": "web",
+           "service_instance_id": "web-0", "span_name": "GET /", "span_kind": "SPAN_KIND_SERVER",
+           "status_code": "STATUS_CODE_UNSET", "status_message": None, "peer_service": None, "db_system": None,
+           "server_address": None, "start_time_unix_nano": (end_ms - 5) * 10**6,
+           "end_time_unix_nano": end_ms * 10**6, "duration_ms": 5.0}
+    return trace_id.encode(), json.dumps(row).encode()
+
+
+def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(config, topics_for):
+    from connectors.kafka import producer
+
+    names = topics_for(("sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages"))
+    job = subprocess.Popen(
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), "run", "topology", "--",
+         "--group-id", f"late-{names['sink']}", *[f"--topic={role}={name}" for role, name in names.items()]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    client = producer(config)
+    try:
+        t1 = 1_800_000_000_000
+        # Ten minutes of spans, a trace every 10 s: the watermark moves well past their start.
+        for i in range(60):
+            client.send(names["sink"], key=_flat_span(i, t1 + i * 10_000)[0], value=_flat_span(i, t1 + i * 10_000)[1])
+        client.flush()
+        assert read_topic(config, names["edges"], 1, timeout=120), "windows closed"
+        late_key, late_value = _flat_span(999, t1)
+        client.send(names["sink"], key=late_key, value=late_value)
+        client.flush()
+        dead = read_topic(config, names["dead_letters"], 1, timeout=60)
+    finally:
+        client.close()
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    assert len(dead) == 1 and dead[0]["reason"].startswith("late span: ended ")
+    assert json.loads(dead[0]["payload"])["traceId"] == late_key.decode()
+    assert dead[0]["source_topic"] == names["sink"] and dead[0]["job"] == "topology"
