@@ -12,6 +12,7 @@ import pytest
 from stormwatch.replay import otlp_json_lines, produce
 from tests.conftest import read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
@@ -88,12 +89,14 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
     assert result.returncode == 0, result.stderr[-3000:]
 
     rows = read_topic(config, topics["sink"], len(expected) + 1)
+    assert_valid("stormwatch_spans", rows)
     neighbour = [r for r in rows if r["span_name"] == "valid-neighbour"]
     assert len(neighbour) == 1 and neighbour[0]["service_name"] == "hand-made"
     _check_flattened([r for r in rows if r["span_name"] != "valid-neighbour"], expected)
     assert sum(r["status_code"] == "STATUS_CODE_ERROR" for r in rows) == 27 + 40  # labels.json
 
     dead = read_topic(config, topics["dead_letters"], len(HOSTILE) + 1)
+    assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == len(HOSTILE) + 1
     reasons = sorted(d["reason"] for d in dead)
     for _, reason in HOSTILE + [(None, "spanId is not 16 hex digits")]:

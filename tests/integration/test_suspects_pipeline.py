@@ -9,8 +9,10 @@ import json
 import pytest
 
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from stormwatch.runtime.flink_cluster import FlinkCluster
 from tests.conftest import read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_file
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +25,7 @@ ONSET_MS = 30_000
 NOT_VISIBLE_AFTER_LABEL = {"2023-01-29_1004.otlp.jsonl"}
 
 
-def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, topics_for):
+def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, topics_for, tmp_path):
     labels = json.loads((SHARED_DATA / "labels.json").read_text())
     files = sorted(labels, key=lambda l: l["file"])  # names are their start times: event-time order
     names = topics_for(ROLES)
@@ -35,6 +37,7 @@ def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, top
         assert result.returncode == 0, result.stderr[-3000:]
 
     suspects = read_topic(config, names["suspects"], 1, timeout=60)
+    assert_valid("stormwatch_suspects", suspects)
     by_window: dict[int, list[dict]] = {}
     for s in suspects:
         by_window.setdefault(s["window_start_ms"], []).append(s)
@@ -60,12 +63,30 @@ def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, top
 
     # A window's records that came after it was ranked are dead letters, never a second verdict.
     stragglers = read_topic(config, names["dead_letters"], 0, timeout=5)
+    assert_valid("stormwatch_dead_letters", stragglers)
     assert all("already ranked" in d["reason"] and d["job"] == "suspects" for d in stragglers)
     snapshots = read_topic(config, names["topology_snapshots"], 1, timeout=30)
+    assert_valid("stormwatch_topology_snapshots", snapshots)
     assert len({s["window_end_ms"] for s in snapshots}) == len(snapshots), "one snapshot a window"
     for snapshot in snapshots:
         edges = json.loads(snapshot["edges"])
         assert {e["caller"] for e in edges} | {e["callee"] for e in edges} == set(snapshot["services"])
     assert any(s["entry_points"] == ["user"] for s in snapshots)
     events = read_topic(config, names["edge_events"], 1, timeout=30)
+    assert_valid("stormwatch_edge_events", events)
     assert {e["event"] for e in events} >= {"EDGE_APPEARED"}
+
+    # The views users query, through the distribution's SQL client on the standalone cluster.
+    cluster = FlinkCluster(config)
+    cluster.start()
+    try:
+        query = tmp_path / "query.sql"
+        query.write_text("SELECT `rank`, service, score, flagged FROM latest_suspects WHERE `rank` <= 3;\n"
+                         "SELECT caller, callee, calls, p95_ms FROM current_edges WHERE caller = 'user';\n")
+        answer = stormwatch("sql", *[f"--topic={role}={name}" for role, name in names.items()], "--file", str(query))
+    finally:
+        cluster.stop()
+    assert answer.returncode == 0, answer.stdout[-3000:]
+    newest = max(by_window)
+    assert by_window[newest][0]["service"] in answer.stdout, answer.stdout[-3000:]
+    assert "3 rows in set" in answer.stdout and "ts-gateway-service" in answer.stdout, answer.stdout[-3000:]

@@ -15,6 +15,7 @@ import pytest
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_request
+from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +142,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     expected = _reference_edges(spans, size_ms, slide_ms)
 
     edges = read_topic(config, names["edges"], len(expected))
+    assert_valid("stormwatch_edges", edges)
     got = Counter()
     for e in edges:
         assert e["window_end_ms"] - e["window_start_ms"] == size_ms
@@ -154,6 +156,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
 
     expected_services, expected_breaks = _reference_services(spans, size_ms, slide_ms)
     rows = read_topic(config, names["service_windows"], len(expected_services))
+    assert_valid("stormwatch_service_windows", rows)
     fields = ("spans", "server_spans", "errors", "error_origins", "errors_propagated", "errors_absorbed",
               "errors_surfaced", "orphans", "self_parents")
     got_services = {(r["window_start_ms"], r["service"]): Counter({f: r[f] for f in fields if r[f]}) for r in rows}
@@ -161,6 +164,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert got_services == {k: +v for k, v in expected_services.items()}
 
     breaks = read_topic(config, names["error_breaks"], len(expected_breaks))
+    assert_valid("stormwatch_error_breaks", breaks)
     assert Counter({(b["window_start_ms"], b["absorbing_service"], b["failing_service"]): b["breaks"]
                     for b in breaks}) == expected_breaks
     # The hand-made chain: api's failing `validate` propagates to GET /api, which propagates to web's
@@ -171,6 +175,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert hand["api"]["orphans"] == 1 and hand["api"]["self_parents"] == 1
 
     stages = read_topic(config, names["latency_stages"], 1, timeout=30)
+    assert_valid("stormwatch_latency_stages", stages)
     hand_stages = {(r["service"], r["operation"]): r for r in stages
                    if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"] and r["example_trace_id"] == T % 1}
     # GET / (100 ms) waits 80 ms on its CLIENT call; the call waits 76 ms on GET /api, which waits
@@ -221,6 +226,7 @@ def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(conf
         client.close()
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+    assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == 1 and dead[0]["reason"].startswith("late span: ended ")
     assert json.loads(dead[0]["payload"])["traceId"] == late_key.decode()
     assert dead[0]["source_topic"] == names["sink"] and dead[0]["job"] == "topology"
