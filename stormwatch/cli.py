@@ -89,8 +89,22 @@ def _pretty(value: bytes) -> str:
         return value.decode("utf-8", "replace")
 
 
-# What the SQL client can query: the project's output tables, read from the start of their topics.
-SQL_CLIENT_TABLES = ["tables/stormwatch_spans", "tables/stormwatch_dead_letters"]
+# What the SQL client can query: the project's output tables, read from the start of their topics,
+# and the views over them.
+SQL_CLIENT_TABLES = [
+    "tables/stormwatch_spans",
+    "tables/stormwatch_dead_letters",
+    "tables/stormwatch_edges",
+    "tables/stormwatch_service_windows",
+    "tables/stormwatch_error_breaks",
+    "tables/stormwatch_latency_stages",
+    "tables/stormwatch_suspects",
+    "tables/stormwatch_topology_snapshots",
+    "tables/stormwatch_edge_events",
+    "views/latest_suspects",
+    "views/current_edges",
+    "views/error_chain_breaks",
+]
 
 
 def cmd_sql(args) -> None:
