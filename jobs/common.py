@@ -8,6 +8,8 @@ import logging
 from pyflink.table import StatementSet, TableEnvironment
 
 from stormwatch.config import Config, load
+from stormwatch.flink_env import table_environment
+from stormwatch.sqlfiles import load_statements
 
 
 def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
@@ -55,3 +57,15 @@ def execute(t_env: TableEnvironment, statements: StatementSet, bounded: bool) ->
     logging.getLogger("stormwatch").info("submitted job %s", job.get_job_id() if job else "?")
     if attached or bounded:
         result.wait()
+
+
+def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, bounded: bool) -> None:
+    """A job that is all SQL: its tables and views (`ddl`, rendered), then the INSERTs of
+    sql/jobs/<job>.sql as one statement set, so they share sources and run as one Flink job."""
+    t_env = table_environment(config, f"stormwatch-{job}")
+    for statement in ddl:
+        t_env.execute_sql(statement)
+    inserts = t_env.create_statement_set()
+    for statement in load_statements([f"jobs/{job}"], variables):
+        inserts.add_insert_sql(statement)
+    execute(t_env, inserts, bounded)

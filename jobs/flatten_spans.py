@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import execute, parse_args, setup, source_options
+from jobs.common import parse_args, run_sql_job, setup, source_options
 from stormwatch import catalog
-from stormwatch.flink_env import table_environment
 from stormwatch.sqlfiles import load_statements
 
 JOB = "flatten_spans"
@@ -32,15 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     # The raw reader of the same topic keeps its own offsets: two readers must not share a group.
     raw_variables = catalog.variables(config, names, source_options(args, f"{group}-raw"))
 
-    t_env = table_environment(config, f"stormwatch-{JOB}")
     ddl = load_statements([t for t in TABLES if t != "tables/otlp_spans_raw"], variables)
     ddl += load_statements(["tables/otlp_spans_raw"], raw_variables)
-    for statement in ddl:
-        t_env.execute_sql(statement)
-    inserts = t_env.create_statement_set()
-    for statement in load_statements([f"jobs/{JOB}"], variables):
-        inserts.add_insert_sql(statement)
-    execute(t_env, inserts, args.bounded)
+    run_sql_job(config, JOB, ddl, variables, args.bounded)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 
 from connectors.kafka import table_options
-from jobs.common import execute, parse_args, setup, source_options
+from jobs.common import parse_args, run_sql_job, setup, source_options
 from stormwatch import catalog
-from stormwatch.flink_env import table_environment
 from stormwatch.sqlfiles import load_statements
 
 JOB = "topology"
@@ -45,13 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     variables = catalog.variables(config, names, reading)
     variables["spans_options"] = table_options(config, names["sink"], **reading)
 
-    t_env = table_environment(config, f"stormwatch-{JOB}")
-    for statement in load_statements(TABLES, variables):
-        t_env.execute_sql(statement)
-    inserts = t_env.create_statement_set()
-    for statement in load_statements([f"jobs/{JOB}"], variables):
-        inserts.add_insert_sql(statement)
-    execute(t_env, inserts, args.bounded)
+    run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args.bounded)
 
 
 if __name__ == "__main__":
