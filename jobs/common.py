@@ -7,6 +7,7 @@ import logging
 
 from pyflink.table import StatementSet, TableEnvironment
 
+from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.config import Config, load
 from stormwatch.flink_env import table_environment
 from stormwatch.sqlfiles import load_statements
@@ -27,7 +28,7 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     )
     # Override topic names from the configuration, e.g. to run against a test's own topics.
     parser.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME",
-                        help="use topic NAME for ROLE (source, sink, dead_letters)")
+                        help=f"use topic NAME for ROLE ({', '.join(TOPIC_ROLES)})")
     parser.add_argument("--group-id", help="consumer group id (default from the configuration)")
     return parser.parse_args(argv)
 

@@ -17,7 +17,6 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
-from connectors.kafka import table_options
 from jobs.common import execute, parse_args, setup, source_options
 from stormwatch import catalog
 from stormwatch.flink_env import stream_table_environment
@@ -124,9 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     settings = config.section("pipeline", "suspects")
     group = args.group_id or settings["consumer_group"]
-    variables = catalog.variables(config, names, source_options(args, group))
-    for role in INPUTS:
-        variables[f"{role}_options"] = table_options(config, names[role], **source_options(args, f"{group}-{role}"))
+    # Each input keeps its own offsets: two readers must not share a group.
+    variables = catalog.variables(config, names, source_options(args, group),
+                                  read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
     for statement in load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from connectors.kafka import table_options
 from jobs.common import parse_args, run_sql_job, setup, source_options
 from stormwatch import catalog
 from stormwatch.sqlfiles import load_statements
@@ -39,10 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     config = setup(args)
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     group = args.group_id or config.get("pipeline", "topology", "consumer_group")
-    # This job reads the spans table; its sources options are those of a reader of stormwatch_spans.
+    # Its input is flatten_spans' output: the table of the `sink` role, read here.
     reading = source_options(args, group)
-    variables = catalog.variables(config, names, reading)
-    variables["spans_options"] = table_options(config, names["sink"], **reading)
+    variables = catalog.variables(config, names, reading, read_with={"sink": reading})
 
     run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args.bounded)
 

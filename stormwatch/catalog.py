@@ -68,22 +68,22 @@ def variables(
     config: Config,
     topic_names: dict[str, str],
     source: dict[str, str],
-    outputs_read_with: dict[str, str] | None = None,
+    read_with: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, object]:
     """Placeholder values for every file under sql/tables and sql/views.
 
     `source` holds the Kafka source options of the input (group id, startup and bounded mode);
-    `outputs_read_with` the same for the output tables where they are read rather than written
-    (the SQL client's queries), nothing for a job writing them.
+    `read_with` the same for each output table (by topic role) that is read rather than written:
+    a later job's input, the SQL client's queries. A table a job only writes gets none.
     """
     spans = config.section("pipeline", "spans")
     topology = config.section("pipeline", "topology")
-    outputs = outputs_read_with or {}
+    reading = read_with or {}
     return {
         "source_topic": topic_names["source"],
         "sink_topic": topic_names["sink"],
         "source_options": table_options(config, topic_names["source"], **source),
-        **{key: table_options(config, topic_names[role], **outputs) for key, role in OUTPUTS.items()},
+        **{key: table_options(config, topic_names[role], **reading.get(role, {})) for key, role in OUTPUTS.items()},
         "watermark_out_of_orderness": interval(spans["watermark_out_of_orderness_seconds"]),
         "dead_letter_payload_max_chars": int(config.get("pipeline", "dead_letters", "payload_max_chars")),
         "max_span_duration": interval(topology["max_span_duration_seconds"]),

@@ -51,8 +51,9 @@ def cmd_run(args) -> None:
     if args.cluster:
         from stormwatch.runtime.flink_cluster import FlinkCluster
 
-        job_id = FlinkCluster(config).submit(JOBS_DIR / f"{args.job}.py", job_args)
-        print(f"submitted {args.job} to {FlinkCluster(config).rest_url}: job {job_id}")
+        cluster = FlinkCluster(config)
+        job_id = cluster.submit(JOBS_DIR / f"{args.job}.py", job_args)
+        print(f"submitted {args.job} to {cluster.rest_url}: job {job_id}")
     else:
         importlib.import_module(f"jobs.{args.job}").main(job_args)
 
@@ -120,7 +121,7 @@ def cmd_sql(args) -> None:
         reading["scan.bounded.mode"] = "latest-offset"
         settings.append("SET 'execution.runtime-mode' = 'batch'")
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    variables = catalog.variables(config, names, reading, outputs_read_with=reading)
+    variables = catalog.variables(config, names, reading, read_with={role: reading for role in catalog.OUTPUTS.values()})
     code = FlinkCluster(config).sql_client(
         settings + load_statements(SQL_CLIENT_TABLES, variables), Path(args.file) if args.file else None
     )
