@@ -1,5 +1,7 @@
 """One real Kafka broker and one real Flink cluster per test session, on the test configuration's
-own ports (tests/stormwatch-test.toml), so a demo running from the same checkout is never touched."""
+own ports (tests/stormwatch-test.toml), so a demo running from the same checkout is never touched.
+$STORMWATCH_TEST_CONFIG names another one (its own ports and runtime_dir, `base` on the test file) so
+two test sessions can run side by side."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-TEST_CONFIG = Path(__file__).parent / "stormwatch-test.toml"
-os.environ.setdefault("STORMWATCH_CONFIG", str(TEST_CONFIG))
+TEST_CONFIG = Path(os.environ.get("STORMWATCH_TEST_CONFIG") or Path(__file__).parent / "stormwatch-test.toml").resolve()
+os.environ["STORMWATCH_CONFIG"] = str(TEST_CONFIG)
 
 from connectors.kafka import consumer, create_topics  # noqa: E402
 from stormwatch.config import PROJECT_ROOT, load  # noqa: E402
