@@ -21,6 +21,14 @@ TOPIC_ROLES = {
     "suspects": ("pipeline", "suspects", "suspects_topic"),
     "topology_snapshots": ("pipeline", "suspects", "topology_snapshots_topic"),
     "edge_events": ("pipeline", "suspects", "edge_events_topic"),
+    "policy": ("pipeline", "policy", "topic"),
+    "metrics": ("pipeline", "health", "metrics_topic"),
+    "instance_windows": ("pipeline", "health", "instance_windows_topic"),
+    "health": ("pipeline", "health", "health_topic"),
+    "breaker_decisions": ("pipeline", "health", "breaker_topic"),
+    "retry_decisions": ("pipeline", "health", "retry_topic"),
+    "pareto_fronts": ("pipeline", "scaling", "fronts_topic"),
+    "scaling_decisions": ("pipeline", "scaling", "scaling_topic"),
 }
 # Output tables: (placeholder of their options, topic role).
 OUTPUTS = {
@@ -33,6 +41,14 @@ OUTPUTS = {
     "suspects_options": "suspects",
     "topology_snapshots_options": "topology_snapshots",
     "edge_events_options": "edge_events",
+    "policy_options": "policy",
+    "metrics_options": "metrics",
+    "instance_windows_options": "instance_windows",
+    "health_options": "health",
+    "breaker_decisions_options": "breaker_decisions",
+    "retry_decisions_options": "retry_decisions",
+    "pareto_fronts_options": "pareto_fronts",
+    "scaling_decisions_options": "scaling_decisions",
 }
 
 

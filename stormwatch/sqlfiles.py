@@ -20,6 +20,8 @@ ATTRIBUTE_SCAN_LIMIT = 32
 # Only the braced form: `$` alone is common in SQL regular expressions.
 _PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)\}")
 _CUMULATIVE_CALL = re.compile(r"CUMULATIVE_COUNTS\(\s*([^,()]+?)\s*,\s*([0-9.eE+\-\s,]+?)\s*\)")
+_INDICATORS_CALL = re.compile(r"CUMULATIVE_INDICATORS\(\s*([^,()]+?)\s*,\s*([0-9.eE+\-\s,]+?)\s*\)")
+_SUM_ELEMENTS_CALL = re.compile(r"SUM_ELEMENTS\(\s*([^,()]+?)\s*,\s*([0-9]+)\s*\)")
 _ATTRIBUTE_CALL = re.compile(r"ATTRIBUTE_STRING\(\s*([^,()]+?)\s*,\s*'([^']*)'\s*\)")
 
 
@@ -53,6 +55,23 @@ def expand_cumulative_counts(sql: str) -> str:
     return _CUMULATIVE_CALL.sub(counts, sql)
 
 
+def expand_bucket_arrays(sql: str) -> str:
+    """The two halves of CUMULATIVE_COUNTS, for histograms merged from rows that carry their own
+    counts (a metrics record's buckets beside single spans):
+    CUMULATIVE_INDICATORS(x, b1, ...) -> ARRAY[1 if x <= b1 else 0, ...] for one row, and
+    SUM_ELEMENTS(a, n) -> ARRAY[SUM(a[1]), ..., SUM(a[n])] inside an aggregate."""
+
+    def indicators(match: re.Match) -> str:
+        value, bounds = match.group(1), [b.strip() for b in match.group(2).split(",")]
+        return "ARRAY[" + ", ".join(f"CAST(CASE WHEN {value} <= {b} THEN 1 ELSE 0 END AS BIGINT)" for b in bounds) + "]"
+
+    def sums(match: re.Match) -> str:
+        array, n = match.group(1), int(match.group(2))
+        return "ARRAY[" + ", ".join(f"CAST(COALESCE(SUM({array}[{i}]), 0) AS BIGINT)" for i in range(1, n + 1)) + "]"
+
+    return _SUM_ELEMENTS_CALL.sub(sums, _INDICATORS_CALL.sub(indicators, sql))
+
+
 def render(name: str, variables: dict[str, object] | None = None) -> str:
     """The text of sql/<name>.sql with every placeholder filled; a missing value is an error."""
     path = SQL_DIR / f"{name}.sql"
@@ -64,7 +83,7 @@ def render(name: str, variables: dict[str, object] | None = None) -> str:
             raise SqlTemplateError(f"{path}: no value for placeholder ${{{match.group(1)}}}")
         return str(values[match.group(1)])
 
-    return expand_cumulative_counts(expand_attribute_lookups(_PLACEHOLDER.sub(fill, text)))
+    return expand_bucket_arrays(expand_cumulative_counts(expand_attribute_lookups(_PLACEHOLDER.sub(fill, text))))
 
 
 def statements(sql: str) -> list[str]:

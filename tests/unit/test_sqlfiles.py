@@ -42,3 +42,12 @@ def test_cumulative_counts_become_one_bucket_sum_per_bound():
     sql = sqlfiles.expand_cumulative_counts("SELECT CUMULATIVE_COUNTS(latency_ms, 1.0, 2.5) FROM t")
     assert sql == ("SELECT ARRAY[CAST(SUM(CASE WHEN latency_ms <= 1.0 THEN 1 ELSE 0 END) AS BIGINT), "
                    "CAST(SUM(CASE WHEN latency_ms <= 2.5 THEN 1 ELSE 0 END) AS BIGINT)] FROM t")
+
+
+def test_bucket_arrays_split_cumulative_counts_into_a_row_part_and_an_aggregate_part():
+    row = sqlfiles.expand_bucket_arrays("SELECT CUMULATIVE_INDICATORS(duration_ms, 1.0, 2.5) FROM t")
+    assert row == ("SELECT ARRAY[CAST(CASE WHEN duration_ms <= 1.0 THEN 1 ELSE 0 END AS BIGINT), "
+                   "CAST(CASE WHEN duration_ms <= 2.5 THEN 1 ELSE 0 END AS BIGINT)] FROM t")
+    total = sqlfiles.expand_bucket_arrays("SELECT SUM_ELEMENTS(buckets, 2) FROM t")
+    assert total == ("SELECT ARRAY[CAST(COALESCE(SUM(buckets[1]), 0) AS BIGINT), "
+                     "CAST(COALESCE(SUM(buckets[2]), 0) AS BIGINT)] FROM t")

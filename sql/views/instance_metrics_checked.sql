@@ -1,0 +1,32 @@
+-- instance_metrics_checked: stormwatch_instance_metrics with `reject_reason` NULL for a usable record
+-- and naming the problem otherwise (the health job routes rejected records to the dead letters), the
+-- load ratio of each record (the busiest of concurrency, request rate against capacity, and CPU) and
+-- its histogram at the project's bucket bounds.
+CREATE TEMPORARY VIEW instance_metrics_checked AS
+SELECT
+  *,
+  CASE
+    WHEN in_flight IS NULL AND capacity_rps IS NULL AND cpu_utilization IS NULL THEN CAST(NULL AS DOUBLE)
+    ELSE GREATEST(
+      COALESCE(CAST(in_flight AS DOUBLE) / NULLIF(concurrency_limit, 0), 0.0),
+      COALESCE(requests / (NULLIF(time_unix_nano - start_time_unix_nano, 0) / 1e9) / NULLIF(capacity_rps, 0), 0.0),
+      COALESCE(cpu_utilization, 0.0))
+  END AS load_ratio,
+  cumulative_buckets(latency_bucket_bounds_ms, latency_bucket_counts, ARRAY[${latency_bucket_bounds_ms}])
+    AS latency_buckets,
+  CASE
+    WHEN service_name IS NULL OR service_name = '' THEN 'service_name missing or not a string'
+    WHEN service_instance_id IS NULL OR service_instance_id = '' THEN 'service_instance_id missing or not a string'
+    WHEN time_unix_nano IS NULL OR time_unix_nano <= 0 THEN 'time_unix_nano missing or not a positive integer'
+    WHEN start_time_unix_nano IS NOT NULL AND start_time_unix_nano > time_unix_nano
+      THEN 'start_time_unix_nano is after time_unix_nano'
+    WHEN requests IS NULL OR requests < 0 THEN 'requests missing or negative'
+    WHEN errors IS NULL OR errors < 0 OR errors > requests THEN 'errors missing, negative or above requests'
+    WHEN latency_bucket_counts IS NOT NULL AND cumulative_buckets(
+           latency_bucket_bounds_ms, latency_bucket_counts, ARRAY[${latency_bucket_bounds_ms}]) IS NULL
+      THEN 'latency histogram malformed: bounds must ascend and counts have one entry more than bounds'
+    WHEN latency_bucket_counts IS NULL AND latency_p95_ms IS NULL AND requests > 0
+      THEN 'no latency: neither latency_bucket_counts nor latency_p95_ms'
+    WHEN t < CURRENT_WATERMARK(t) THEN 'late metrics record: behind the watermark, its windows are closed'
+  END AS reject_reason
+FROM stormwatch_instance_metrics;

@@ -1,0 +1,18 @@
+from stormwatch.histograms import cumulative_at
+
+
+def test_counts_accumulate_at_each_target():
+    # buckets: <=10: 1, (10,50]: 2, (50,100]: 3, >100: 4
+    assert cumulative_at([10, 50, 100], [1, 2, 3, 4], [5, 10, 50, 75, 100, 1000]) == [0, 1, 3, 3, 6, 6]
+
+
+def test_a_bucket_straddling_a_target_is_not_counted_there():
+    # (10, 50] may hold values above 25: counting them at 25 would understate latency.
+    assert cumulative_at([10, 50], [1, 1, 0], [25]) == [1]
+
+
+def test_malformed_histograms_are_refused():
+    assert cumulative_at([10, 50], [1, 2], [10]) is None  # one count short
+    assert cumulative_at([50, 10], [1, 2, 3], [10]) is None  # bounds not ascending
+    assert cumulative_at([10], [1, -1], [10]) is None
+    assert cumulative_at(None, [1], [10]) is None
