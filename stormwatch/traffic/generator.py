@@ -237,6 +237,9 @@ class Params:
     # One-way delay between a CLIENT span and its SERVER span, each way: lognormal around network_ms.
     network_ms: float = 0.3
     network_sigma: float = 0.5
+    # How often a caller tries a failed call again (caller name -> retries): each retry is a real call,
+    # so a failing callee sees its load multiplied, a retry storm.
+    retries: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_probability("error_rate", self.error_rate)
@@ -432,6 +435,11 @@ class TraceGenerator:
                 cursor = self._stage(trace, step, service, instance, span_id, cursor, scale, output_tokens)
             elif rng.random() < step.probability:
                 cursor, callee_failure = self._call(trace, service.name, instance, span_id, step.target, cursor)
+                for attempt in range(1, self.params.retries.get(service.name, 0) + 1):
+                    if not callee_failure:
+                        break
+                    cursor, callee_failure = self._call(trace, service.name, instance, span_id, step.target,
+                                                        cursor, resend_count=attempt)
             cursor += gap
             if callee_failure and rng.random() < self.params.propagation:
                 # The request fails here: the service answers at once and skips its remaining steps.
@@ -455,7 +463,7 @@ class TraceGenerator:
         return end
 
     def _call(self, trace: _Trace, caller: str, caller_instance: str, parent_span_id: str, target_name: str,
-              start: int) -> tuple[int, str]:
+              start: int, resend_count: int = 0) -> tuple[int, str]:
         """The caller's CLIENT span of one call and, for a traced target, the callee's spans under it:
         (the call's end, its error or "")."""
         target = self.topology.nodes[target_name]
@@ -470,6 +478,9 @@ class TraceGenerator:
             end = server_end + self._network_ns()
             peer = [("server.address", target.name)]
         name, shared = _call_attributes(target, bool(failure))
+        if resend_count:
+            # The semantic conventions' retry counter (HTTP's name; RPC has none of its own yet).
+            shared.append(("http.request.resend_count", resend_count))
         trace.add(span_id, parent_span_id, caller, caller_instance, name, SpanKind.CLIENT,
                   start, end, shared + peer, failure)
         return end, failure

@@ -268,3 +268,16 @@ def test_topology_rejects_cycles_and_unknown_targets():
         Topology(root="a", services=(service("a", "b"), service("b", "a")))
     with pytest.raises(ValueError, match="unknown"):
         Topology(root="a", services=(service("a", "nowhere"),))
+
+
+def test_callers_retry_failed_calls_as_real_extra_calls():
+    from stormwatch.traffic.generator import FaultWindow, Params, TraceGenerator
+
+    fault = [FaultWindow(service="llm-inference", start_s=0, end_s=1e9, error_rate=1.0)]
+    storm = TraceGenerator(seed=3, faults=fault, params=Params(retries={"orchestrator": 2})).traces(50)
+    per_trace = [sum(1 for s in t if s.service == "llm-inference" and s.kind == 2) for t in storm]
+    # Every failing call is tried twice more: three calls into the failing service per request.
+    assert set(per_trace) - {0} == {3}
+    resends = sorted(dict(s.attributes).get("http.request.resend_count", 0) for t in storm for s in t
+                     if s.service == "orchestrator" and s.kind == 3 and s.name == "inference.Generator/Generate")
+    assert set(resends) == {0, 1, 2} and resends.count(0) == resends.count(2)
