@@ -117,6 +117,9 @@ class Service:
     sigma: float = 0.3
     tokens: Tokens | None = None
     error_message: str = "internal error"
+    # Requests/s one instance serves; its latency climbs as load nears it (an M/M/1 queue's
+    # 1 / (1 - utilisation), capped at MAX_UTILISATION). None: load never slows it.
+    capacity_rps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,10 @@ class External:
     sigma: float = 0.4
     db_system: str = ""
     error_message: str = "unavailable"
+
+
+# Past this utilisation a queue grows without bound; the generator holds it here (latency x 20).
+MAX_UTILISATION = 0.95
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,21 @@ class Topology:
     @cached_property
     def nodes(self) -> dict[str, Service | External]:
         return {node.name: node for node in (*self.services, *self.externals)}
+
+    @cached_property
+    def visits(self) -> dict[str, float]:
+        """Expected requests to each node per trace (before retries): its load at a trace rate of 1/s."""
+        out: dict[str, float] = {}
+
+        def walk(name: str, weight: float) -> None:
+            out[name] = out.get(name, 0.0) + weight
+            node = self.nodes[name]
+            for step in node.steps if isinstance(node, Service) else ():
+                if isinstance(step, Call):
+                    walk(step.target, weight * step.probability)
+
+        walk(self.root, 1.0)
+        return out
 
     def _check(self, name: str, path: tuple[str, ...]) -> None:
         # Generation recurses along calls, so an unknown target or a cycle must fail here instead.
@@ -355,6 +377,7 @@ class TraceGenerator:
         self.faults = tuple(faults)
         self.params = params
         self._elapsed_s = 0.0
+        self._rate_per_s = 0.0
 
     def generate(self, rate_per_s: float, duration_s: float | None = None) -> Iterator[list[Span]]:
         """Traces starting at exponential inter-arrival times (a Poisson process of `rate_per_s`), for
@@ -363,6 +386,7 @@ class TraceGenerator:
         if rate_per_s <= 0:
             raise ValueError(f"rate_per_s must be positive, got {rate_per_s}")
         end_s = None if duration_s is None else self._elapsed_s + duration_s
+        self._rate_per_s = rate_per_s
         while True:
             next_s = self._elapsed_s + self._rng.expovariate(rate_per_s)
             if end_s is not None and next_s >= end_s:
@@ -404,6 +428,13 @@ class TraceGenerator:
         failing = 1.0 - (1.0 - background) * (1.0 - effect.error_rate)
         return message if self._rng.random() < failing else ""
 
+    def _queueing(self, service: Service) -> float:
+        """How much the load on one instance of `service` slows it at the current trace rate."""
+        if service.capacity_rps is None:
+            return 1.0
+        per_instance = self._rate_per_s * self.topology.visits[service.name] / len(service.instances)
+        return 1.0 / (1.0 - min(per_instance / service.capacity_rps, MAX_UTILISATION))
+
     def _network_ns(self) -> int:
         return _ns(self.params.network_ms * self._rng.lognormvariate(0.0, self.params.network_sigma))
 
@@ -413,7 +444,7 @@ class TraceGenerator:
         index = rng.randrange(len(service.instances))
         instance = f"{service.name}-{index}"
         effect = self._effect(service.name, instance, trace.elapsed_s)
-        scale = service.instances[index] * effect.latency_factor
+        scale = service.instances[index] * effect.latency_factor * self._queueing(service)
         span_id = self._id(64)
         failure = self._failure(service.name, effect, service.error_message)
         attributes: list[tuple[str, AttributeValue]] = []
