@@ -1,0 +1,148 @@
+"""Rolling health scores of services, instances and edges from one window's RED figures.
+
+score = w_lat·(1 − min(p95 / latency_cap_ms, 1)) + w_err·(1 − error_rate) + w_load·(1 − clamp(load_ratio, 0, 1))
+
+A term whose input is missing (no load ratio for an edge or a service without metrics, no p95 when the
+window has no latency histogram) is dropped and the weights of the present terms are renormalised to sum
+to 1, so a score is always on [0, 1] and comparable with the thresholds whatever the entity reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ENTITY_KINDS = ("service", "instance", "edge")
+TERMS = ("latency", "errors", "load")
+
+
+def positive_number(d: Mapping[str, Any], key: str, section: str, *, integer: bool = False,
+                    allow_zero: bool = False) -> float:
+    """d[key] as a number > 0 (≥ 0 with allow_zero); ValueError naming `section.key` otherwise."""
+    value = d.get(key)
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ValueError(f"{section}.{key}: expected {'an integer' if integer else 'a number'}, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{section}.{key}: must be {'≥' if allow_zero else '>'} 0, got {value!r}")
+    return value
+
+
+def share(d: Mapping[str, Any], key: str, section: str) -> float:
+    """d[key] as a number on [0, 1]; ValueError naming `section.key` otherwise."""
+    value = positive_number(d, key, section, allow_zero=True)
+    if value > 1:
+        raise ValueError(f"{section}.{key}: must be on [0, 1], got {value!r}")
+    return float(value)
+
+
+def section_of(d: Any, section: str, keys: Sequence[str]) -> Mapping[str, Any]:
+    """d as a mapping with no key outside `keys` (a misspelt threshold must not be silently ignored)."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{section}: expected a table, got {type(d).__name__}")
+    unknown = sorted(set(d) - set(keys))
+    if unknown:
+        raise ValueError(f"{section}.{unknown[0]}: unknown key (known: {', '.join(keys)})")
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ValueError(f"{section}.{missing[0]}: missing")
+    return d
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    window_size_seconds: int
+    window_slide_seconds: int
+    min_calls: int
+    weights: Mapping[str, float]
+    latency_cap_ms: float
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HealthPolicy:
+        d = section_of(d, "health", ("window_size_seconds", "window_slide_seconds", "min_calls", "weights",
+                                     "latency_cap_ms"))
+        size = positive_number(d, "window_size_seconds", "health", integer=True)
+        slide = positive_number(d, "window_slide_seconds", "health", integer=True)
+        if slide > size:
+            raise ValueError(f"health.window_slide_seconds: {slide} is larger than window_size_seconds {size}")
+        weights = section_of(d["weights"], "health.weights", TERMS)
+        for term in TERMS:
+            positive_number(weights, term, "health.weights", allow_zero=True)
+        if sum(weights.values()) <= 0:
+            raise ValueError("health.weights: at least one weight must be > 0")
+        return cls(size, slide, positive_number(d, "min_calls", "health", integer=True),
+                   {t: float(weights[t]) for t in TERMS},
+                   float(positive_number(d, "latency_cap_ms", "health")))
+
+
+@dataclass(frozen=True)
+class HealthInputs:
+    """One window's figures for one entity; caller/callee only for edges, instance only for instances."""
+    entity_kind: str
+    entity_key: str
+    service: str | None
+    instance: str | None
+    caller: str | None
+    callee: str | None
+    window_start_ms: int
+    window_end_ms: int
+    calls: int
+    errors: int
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    load_ratio: float | None = None
+    example_trace_ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.entity_kind not in ENTITY_KINDS:
+            raise ValueError(f"entity_kind: expected one of {ENTITY_KINDS}, got {self.entity_kind!r}")
+
+
+@dataclass(frozen=True)
+class HealthScore:
+    status: str                     # OK | INSUFFICIENT_DATA
+    score: float | None             # None when INSUFFICIENT_DATA
+    error_rate: float | None        # None without calls
+    terms: dict[str, float]         # each present term's value on [0, 1], before weighting
+    weights: dict[str, float]       # the weights used, renormalised over the present terms
+
+
+def quantile_from_cumulative(bounds_ms: Sequence[float], cumulative_counts: Sequence[int], q: float,
+                             total: int | None = None) -> float | None:
+    """The q-quantile of a histogram given as cumulative counts at ascending upper bounds (Prometheus
+    `le`), interpolated linearly inside its bucket (the first bucket starts at 0). `total` counts the
+    calls above the last bound too (default: none are); a quantile among those is the last bound, as
+    histogram_quantile does. None without calls."""
+    total = cumulative_counts[-1] if total is None and cumulative_counts else total
+    if not cumulative_counts or len(bounds_ms) != len(cumulative_counts) or not total or total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0
+    for bound, count in zip(bounds_ms, cumulative_counts):
+        if count >= rank and count > below:
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return float(bounds_ms[-1])
+
+
+def score(inputs: HealthInputs, policy: HealthPolicy) -> HealthScore:
+    """The entity's health in the window. Fewer than min_calls calls: INSUFFICIENT_DATA, no score.
+    Missing inputs (p95 or load_ratio None) drop their term and the others' weights are renormalised."""
+    error_rate = min(inputs.errors / inputs.calls, 1.0) if inputs.calls > 0 else None
+    if inputs.calls < policy.min_calls:
+        return HealthScore("INSUFFICIENT_DATA", None, error_rate, {}, {})
+    terms = {"errors": 1.0 - error_rate}
+    if inputs.p95_ms is not None:
+        terms["latency"] = 1.0 - min(max(inputs.p95_ms, 0.0) / policy.latency_cap_ms, 1.0)
+    if inputs.load_ratio is not None:
+        terms["load"] = 1.0 - min(max(inputs.load_ratio, 0.0), 1.0)
+    total = sum(policy.weights[t] for t in terms)
+    if total <= 0:
+        # Only zero-weight terms are present: the error term alone decides.
+        weights = {t: (1.0 if t == "errors" else 0.0) for t in terms}
+    else:
+        weights = {t: policy.weights[t] / total for t in terms}
+    value = sum(weights[t] * terms[t] for t in terms)
+    return HealthScore("OK", min(max(value, 0.0), 1.0), error_rate, terms, weights)
