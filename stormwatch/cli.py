@@ -11,6 +11,8 @@ from pathlib import Path
 from stormwatch.config import PROJECT_ROOT, ConfigError, load
 
 JOBS_DIR = PROJECT_ROOT / "jobs"
+# Modules of jobs/ that jobs share, not jobs themselves.
+SHARED_JOB_MODULES = {"__init__", "common", "decision_stream"}
 
 
 def _services(config):
@@ -40,7 +42,7 @@ def cmd_topics(args) -> None:
 
 
 def job_names() -> list[str]:
-    return sorted(p.stem for p in JOBS_DIR.glob("*.py") if p.stem not in ("__init__", "common"))
+    return sorted(p.stem for p in JOBS_DIR.glob("*.py") if p.stem not in SHARED_JOB_MODULES)
 
 
 def cmd_run(args) -> None:
@@ -102,6 +104,7 @@ SQL_CLIENT_TABLES = [
     "tables/stormwatch_suspects",
     "tables/stormwatch_topology_snapshots",
     "tables/stormwatch_edge_events",
+    "tables/stormwatch_instance_windows",
     "views/latest_suspects",
     "views/current_edges",
     "views/error_chain_breaks",

