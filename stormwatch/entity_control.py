@@ -1,0 +1,88 @@
+"""One entity's decisions per window: its health, and for services and edges its circuit breaker and
+retry gate. Called by the health job once per window and entity with the state it returned last time
+(stormwatch/decision_stream.py keeps it in Flink state); returns the decisions to publish, enveloped.
+
+A health record is published every window; a breaker decision only when the breaker changes state or
+admitted share; a retry gate only when what callers act on (retries, delays, jitter) changes, not for
+the budget alone, which moves with every window's traffic."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, astuple, dataclass, field
+
+from stormwatch import breaker, retry_gate
+from stormwatch.decisions import envelope
+from stormwatch.health import HealthInputs, score
+from stormwatch.policy import Policy
+
+HEALTH, BREAKER, RETRY_GATE = "health", "breaker", "retry_gate"
+GATED_KINDS = ("service", "edge")
+# The gate fields callers act on; a change in any of them is published.
+GATE_FIELDS = ("max_retries", "base_delay_ms", "exponential", "jitter", "max_delay_ms", "tier")
+
+
+@dataclass
+class EntityState:
+    breaker: breaker.BreakerState | None = None
+    last_gate: tuple | None = None          # astuple() of the last published RetryGate
+    sequences: dict[str, int] = field(default_factory=dict)
+
+
+def _entity(inputs: HealthInputs) -> dict:
+    fields = {"kind": inputs.entity_kind, "key": inputs.entity_key, "service": inputs.service,
+              "instance": inputs.instance, "caller": inputs.caller, "callee": inputs.callee}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> tuple[EntityState, list[dict]]:
+    state = state or EntityState()
+    sequences = dict(state.sequences)
+    entity = _entity(inputs)
+
+    def publish(decision_type: str, body: dict) -> dict:
+        sequences[decision_type] = sequences.get(decision_type, 0) + 1
+        return envelope(entity, decision_type, sequences[decision_type], inputs.window_start_ms,
+                        inputs.window_end_ms, policy.version, body)
+
+    health = score(inputs, policy.health)
+    figures = {k: v for k, v in asdict(inputs).items()
+               if k in ("calls", "errors", "p50_ms", "p95_ms", "p99_ms", "load_ratio")}
+    out = [publish(HEALTH, {
+        "status": health.status, "score": health.score, "error_rate": health.error_rate,
+        "terms": health.terms, "weights": health.weights, "inputs": figures,
+        "thresholds": {"min_calls": policy.health.min_calls, "latency_cap_ms": policy.health.latency_cap_ms,
+                       "weights": dict(policy.health.weights)},
+        "example_trace_ids": list(inputs.example_trace_ids),
+    })]
+    if inputs.entity_kind not in GATED_KINDS:
+        return EntityState(state.breaker, state.last_gate, sequences), out
+
+    observed = {"calls": inputs.calls, "errors": inputs.errors, "score": health.score,
+                "error_rate": health.error_rate}
+    step = breaker.step(state.breaker, breaker.BreakerObservation(
+        inputs.window_start_ms, inputs.window_end_ms, inputs.calls, inputs.errors, health.score, inputs.entity_key),
+        policy.breaker)
+    if step.changed:
+        out.append(publish(BREAKER, {
+            "state": step.state.state, "previous_state": step.previous, "admitted_share": step.admitted_share,
+            "max_probes": step.max_probes, "reason_code": step.reason_code, "inputs": observed,
+            "thresholds": step.thresholds, "enforced": step.enforced,
+        }))
+
+    previous = retry_gate.RetryGate(*state.last_gate) if state.last_gate else None
+    window_s = policy.health.window_size_seconds
+    g = retry_gate.gate(health.score, step.state.state, inputs.calls, window_s, policy.retry,
+                        previous.tier if previous else None)
+    last_gate = state.last_gate
+    if previous is None or any(getattr(g, f) != getattr(previous, f) for f in GATE_FIELDS):
+        out.append(publish(RETRY_GATE, {
+            **{k: v for k, v in asdict(g).items() if k != "tier"},
+            "previous": {k: v for k, v in asdict(previous).items() if k != "tier"} if previous else None,
+            "inputs": observed,
+            "thresholds": {"tier": g.tier, "tier_min_scores": [t.min_score for t in policy.retry.tiers],
+                           "budget_ratio": policy.retry.budget_ratio,
+                           "min_retries_per_second": policy.retry.min_retries_per_second,
+                           "window_seconds": window_s},
+        }))
+        last_gate = astuple(g)
+    return EntityState(step.state, last_gate, sequences), out
