@@ -54,7 +54,10 @@ def _schema(topic: str) -> dict:
 def test_every_output_topic_has_a_schema_and_every_schema_an_output_topic():
     topics = {_topic_of(_ddl(p)[2]) for p in OUTPUT_TABLES}
     assert len(OUTPUT_TABLES) == len(topics)
-    assert {p.name.removesuffix(".schema.json") for p in SCHEMA_DIR.glob("*.schema.json")} == topics
+    schemas = {p.name.removesuffix(".schema.json") for p in SCHEMA_DIR.glob("*.schema.json")}
+    # Decision topics are written as canonical JSON (sql/sinks/): their schema may come before a typed table.
+    configured = {catalog.topics(load(DEFAULT_CONFIG))[role] for role in catalog.OUTPUTS.values()}
+    assert topics <= schemas <= configured
 
 
 @pytest.mark.parametrize("path", OUTPUT_TABLES, ids=lambda p: p.stem)
