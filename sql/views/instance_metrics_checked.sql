@@ -12,8 +12,6 @@ SELECT
       COALESCE(requests / (NULLIF(time_unix_nano - start_time_unix_nano, 0) / 1e9) / NULLIF(capacity_rps, 0), 0.0),
       COALESCE(cpu_utilization, 0.0))
   END AS load_ratio,
-  cumulative_buckets(latency_bucket_bounds_ms, latency_bucket_counts, ARRAY[${latency_bucket_bounds_ms}])
-    AS latency_buckets,
   CASE
     WHEN service_name IS NULL OR service_name = '' THEN 'service_name missing or not a string'
     WHEN service_instance_id IS NULL OR service_instance_id = '' THEN 'service_instance_id missing or not a string'
@@ -22,11 +20,14 @@ SELECT
       THEN 'start_time_unix_nano is after time_unix_nano'
     WHEN requests IS NULL OR requests < 0 THEN 'requests missing or negative'
     WHEN errors IS NULL OR errors < 0 OR errors > requests THEN 'errors missing, negative or above requests'
-    WHEN latency_bucket_counts IS NOT NULL AND cumulative_buckets(
-           latency_bucket_bounds_ms, latency_bucket_counts, ARRAY[${latency_bucket_bounds_ms}]) IS NULL
+    WHEN latency_bucket_counts IS NOT NULL AND latency_buckets IS NULL
       THEN 'latency histogram malformed: bounds must ascend and counts have one entry more than bounds'
     WHEN latency_bucket_counts IS NULL AND latency_p95_ms IS NULL AND requests > 0
       THEN 'no latency: neither latency_bucket_counts nor latency_p95_ms'
     WHEN t < CURRENT_WATERMARK(t) THEN 'late metrics record: behind the watermark, its windows are closed'
   END AS reject_reason
-FROM stormwatch_instance_metrics;
+FROM (
+  SELECT *, cumulative_buckets(latency_bucket_bounds_ms, latency_bucket_counts, ARRAY[${latency_bucket_bounds_ms}])
+    AS latency_buckets
+  FROM stormwatch_instance_metrics
+);
