@@ -8,6 +8,19 @@ import json
 from typing import Any
 
 FLOAT_DIGITS = 6
+# The envelope's fields as the typed tables of the decision topics declare them (sql/tables/, the
+# DECISION_ENVELOPE macro of stormwatch/sqlfiles.py): one definition for every decision topic.
+ENTITY_SQL_TYPE = ("ROW<`kind` STRING, `key` STRING, `service` STRING, `instance` STRING, "
+                   "`caller` STRING, `callee` STRING>")
+ENVELOPE_SQL_COLUMNS = (
+    ("decision_id", "STRING"),
+    ("sequence", "BIGINT"),
+    ("entity", ENTITY_SQL_TYPE),
+    ("decision_type", "STRING"),
+    ("window_start_ms", "BIGINT"),
+    ("window_end_ms", "BIGINT"),
+    ("policy_version", "STRING"),
+)
 
 
 def decision_id(entity_key: str, decision_type: str, window_end_ms: int, policy_version: str) -> str:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from stormwatch.config import PROJECT_ROOT
+from stormwatch.decisions import ENVELOPE_SQL_COLUMNS
 
 SQL_DIR = PROJECT_ROOT / "sql"
 
@@ -22,6 +23,7 @@ _PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)\}")
 _CUMULATIVE_CALL = re.compile(r"CUMULATIVE_COUNTS\(\s*([^,()]+?)\s*,\s*([0-9.eE+\-\s,]+?)\s*\)")
 _INDICATORS_CALL = re.compile(r"CUMULATIVE_INDICATORS\(\s*([^,()]+?)\s*,\s*([0-9.eE+\-\s,]+?)\s*\)")
 _SUM_ELEMENTS_CALL = re.compile(r"SUM_ELEMENTS\(\s*([^,()]+?)\s*,\s*([0-9]+)\s*\)")
+_ENVELOPE_LINE = re.compile(r"^(\s*)DECISION_ENVELOPE,\s*$", re.M)
 _ATTRIBUTE_CALL = re.compile(r"ATTRIBUTE_STRING\(\s*([^,()]+?)\s*,\s*'([^']*)'\s*\)")
 
 
@@ -72,6 +74,21 @@ def expand_bucket_arrays(sql: str) -> str:
     return _SUM_ELEMENTS_CALL.sub(sums, _INDICATORS_CALL.sub(indicators, sql))
 
 
+def expand_decision_envelope(sql: str) -> str:
+    """A line `DECISION_ENVELOPE,` in a CREATE TABLE -> the envelope columns every decision topic
+    shares (stormwatch/decisions.py), then the record's Kafka partition and offset."""
+
+    def columns(match: re.Match) -> str:
+        indent = match.group(1)
+        lines = [f"`{name}` {sql_type}," for name, sql_type in ENVELOPE_SQL_COLUMNS] + [
+            "`kafka_partition` INT METADATA FROM 'partition' VIRTUAL,",
+            "`kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,",
+        ]
+        return "\n".join(indent + line for line in lines)
+
+    return _ENVELOPE_LINE.sub(columns, sql)
+
+
 def render(name: str, variables: dict[str, object] | None = None) -> str:
     """The text of sql/<name>.sql with every placeholder filled; a missing value is an error."""
     path = SQL_DIR / f"{name}.sql"
@@ -83,7 +100,8 @@ def render(name: str, variables: dict[str, object] | None = None) -> str:
             raise SqlTemplateError(f"{path}: no value for placeholder ${{{match.group(1)}}}")
         return str(values[match.group(1)])
 
-    return expand_bucket_arrays(expand_cumulative_counts(expand_attribute_lookups(_PLACEHOLDER.sub(fill, text))))
+    text = expand_decision_envelope(_PLACEHOLDER.sub(fill, text))
+    return expand_bucket_arrays(expand_cumulative_counts(expand_attribute_lookups(text)))
 
 
 def statements(sql: str) -> list[str]:

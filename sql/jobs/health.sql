@@ -12,3 +12,12 @@ SELECT
   'health'
 FROM instance_metrics_checked
 WHERE reject_reason IS NOT NULL;
+
+INSERT INTO stormwatch_dead_letters
+SELECT
+  '${metrics_topic}', kafka_partition, kafka_offset,
+  CASE WHEN payload IS NULL OR payload = '' THEN 'empty message' ELSE 'not a JSON object' END,
+  SUBSTRING(payload FROM 1 FOR ${dead_letter_payload_max_chars}),
+  'health'
+FROM stormwatch_instance_metrics_raw
+WHERE payload IS NULL OR NOT (payload IS JSON OBJECT);

@@ -51,3 +51,12 @@ def test_bucket_arrays_split_cumulative_counts_into_a_row_part_and_an_aggregate_
     total = sqlfiles.expand_bucket_arrays("SELECT SUM_ELEMENTS(buckets, 2) FROM t")
     assert total == ("SELECT ARRAY[CAST(COALESCE(SUM(buckets[1]), 0) AS BIGINT), "
                      "CAST(COALESCE(SUM(buckets[2]), 0) AS BIGINT)] FROM t")
+
+
+def test_decision_envelope_becomes_the_shared_columns_and_the_kafka_position():
+    sql = sqlfiles.expand_decision_envelope("CREATE TABLE t (\n  DECISION_ENVELOPE,\n  `state` STRING\n)")
+    lines = sql.splitlines()
+    assert lines[1] == "  `decision_id` STRING,"
+    assert lines[3].startswith("  `entity` ROW<`kind` STRING, `key` STRING")
+    assert lines[-4:] == ["  `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,",
+                          "  `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,", "  `state` STRING", ")"]

@@ -1,0 +1,130 @@
+"""What the decision jobs (health, scaling) share: per-entity observations keyed by entity, the policy
+as broadcast state from the compacted policy topic, and decisions routed to their topics.
+
+Each observation is one window's aggregate for one entity (a few records per service per slide), so
+the per-entity logic is plain Python (stormwatch/entity_control.py, stormwatch/scaling.py) called
+once per record; its state is one pickled value per entity in Flink state, checkpointed with the job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from pyflink.common import Row, Time, Types
+from pyflink.datastream import DataStream, OutputTag
+from pyflink.datastream.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from pyflink.datastream.state import MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
+from pyflink.table import StreamTableEnvironment
+
+from stormwatch.policy import Policy, apply_update
+from stormwatch.sqlfiles import load_statements
+
+OBSERVATION = Types.ROW_NAMED(["entity_key", "payload"], [Types.STRING(), Types.STRING()])
+# A decision on its way to a topic: which output (a key of the job's sinks), the Kafka key, the bytes.
+OUTPUT = Types.ROW_NAMED(["output", "entity_key", "record"], [Types.STRING(), Types.STRING(), Types.STRING()])
+POLICY_RECORD = Types.ROW_NAMED(["name", "document", "kafka_partition", "kafka_offset"],
+                                [Types.STRING(), Types.STRING(), Types.INT(), Types.LONG()])
+DEAD_LETTER = Types.ROW_NAMED(
+    ["source_topic", "source_partition", "source_offset", "reason", "payload", "job"],
+    [Types.STRING(), Types.INT(), Types.LONG(), Types.STRING(), Types.STRING(), Types.STRING()],
+)
+DEAD_LETTERS = OutputTag("dead_letters", DEAD_LETTER)
+POLICY_STATE = MapStateDescriptor("policy", Types.STRING(), Types.STRING())
+
+# step(previous entity state or None, observation, policy) -> (new state, [(output, entity key, record)])
+Step = Callable[[object, dict, Policy], tuple[object, list[tuple[str, str, str]]]]
+
+
+class PolicyGate(KeyedProcessFunction):
+    """Keyed by policy name: the one place a policy record is judged. An accepted document goes on to
+    every parallel instance of the decisions as broadcast state; a rejected one goes to the dead
+    letters once, with the reason, and the policy in force stays."""
+
+    def __init__(self, job: str, default: Policy, policy_topic: str):
+        self.job = job
+        self.default = default
+        self.policy_topic = policy_topic
+
+    def open(self, runtime_context):
+        self.accepted = runtime_context.get_state(ValueStateDescriptor("accepted", Types.STRING()))
+
+    def process_element(self, value, ctx):
+        document = self.accepted.value()
+        current = self.default if document is None else apply_update(self.default, document)[0]
+        _, error = apply_update(current, value.document)
+        if error is None:
+            self.accepted.update(value.document)
+            yield value
+        else:
+            yield DEAD_LETTERS, Row(self.policy_topic, value.kafka_partition, value.kafka_offset,
+                                    f"policy rejected, the previous one stays in force: {error}",
+                                    value.document, self.job)
+
+
+class PolicyControlled(KeyedBroadcastProcessFunction):
+    """Runs `step` for every observation of an entity under the policy in force when it arrives."""
+
+    def __init__(self, default: Policy, step: Step, state_ttl_days: int):
+        self.default = default
+        self.step = step
+        self.state_ttl_days = state_ttl_days
+
+    def open(self, runtime_context):
+        descriptor = ValueStateDescriptor("entity", Types.PICKLED_BYTE_ARRAY())
+        # An entity that stops reporting (a removed service, a vanished edge) is forgotten.
+        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.days(self.state_ttl_days)).build())
+        self.entity = runtime_context.get_state(descriptor)
+        self.parsed: tuple[str, Policy] | None = None
+
+    def _policy(self, document: str | None) -> Policy:
+        if document is None:
+            return self.default
+        if self.parsed is None or self.parsed[0] != document:
+            # Accepted by PolicyGate already: parsing it again cannot fail.
+            self.parsed = (document, apply_update(self.default, document)[0])
+        return self.parsed[1]
+
+    def process_element(self, value, ctx):
+        policy = self._policy(ctx.get_broadcast_state(POLICY_STATE).get(self.default.name))
+        state, outputs = self.step(self.entity.value(), json.loads(value.payload), policy)
+        self.entity.update(state)
+        for output, key, record in outputs:
+            yield Row(output, key, record)
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(POLICY_STATE).put(value.name, value.document)
+        return []
+
+
+def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStream:
+    """Table rows as (entity key, JSON payload) observations."""
+    return rows.map(lambda r: Row(entity_key(r.as_dict()), json.dumps(r.as_dict(), default=str)),
+                    output_type=OBSERVATION)
+
+
+def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, default: Policy, step: Step,
+            policy_topic: str, state_ttl_days: int, sinks: dict[str, str], variables: dict, statements) -> None:
+    """Key `observed` by entity, run `step` under the policy (the default, or the newest accepted
+    record of the policy topic, broadcast), and add an INSERT per output into the raw sink of its
+    topic (`sinks`: output -> topic role), dead letters included."""
+    records = t_env.to_data_stream(t_env.from_path("stormwatch_policy")).map(
+        lambda r: Row(r["name"], r["document"], r["kafka_partition"], r["kafka_offset"]),
+        output_type=POLICY_RECORD)
+    # Records of other policies (other deployments sharing the topic) are not this job's.
+    judged = (records.filter(lambda r, name=default.name: r.name == name)
+              .key_by(lambda r: r.name, key_type=Types.STRING())
+              .process(PolicyGate(job, default, policy_topic), output_type=POLICY_RECORD))
+    decided = (observed.key_by(lambda o: o.entity_key, key_type=Types.STRING())
+               .connect(judged.broadcast(POLICY_STATE))
+               .process(PolicyControlled(default, step, state_ttl_days), output_type=OUTPUT))
+    for output, role in sinks.items():
+        table = f"{role}_out"
+        for statement in load_statements(["sinks/decision_sink"], {
+                "sink_table": table, "sink_options": variables[f"{role}_options"]}):
+            t_env.execute_sql(statement)
+        rows = decided.filter(lambda r, wanted=output: r.output == wanted).map(
+            lambda r: Row(r.entity_key, r.record),
+            output_type=Types.ROW_NAMED(["entity_key", "record"], [Types.STRING(), Types.STRING()]))
+        statements.add_insert(table, t_env.from_data_stream(rows))
+    statements.add_insert("stormwatch_dead_letters", t_env.from_data_stream(judged.get_side_output(DEAD_LETTERS)))

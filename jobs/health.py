@@ -1,0 +1,86 @@
+"""health: SERVER spans, instance metrics and edges -> health scores, breaker and retry decisions.
+
+Flink SQL merges spans and metrics into per instance and per service windows of the policy's size
+(sql/views/instance_windows.sql, published to stormwatch_instance_windows for the scaling job); edges
+come from the topology job. Each window record is one observation of one entity, keyed by entity and
+handed with the policy (broadcast from the policy topic) to stormwatch/entity_control.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from connectors.kafka import table_options
+from jobs.common import execute, parse_args, setup, source_options
+from jobs.decision_stream import control, observations
+from stormwatch import catalog, policy as policies
+from stormwatch.decisions import encode
+from stormwatch.entity_control import observe
+from stormwatch.flink_env import stream_table_environment
+from stormwatch.observations import health_inputs, window_entity_key
+from stormwatch.sqlfiles import load_statements
+from udfs.histograms import cumulative_buckets
+
+JOB = "health"
+# Tables read (by topic role) and the files that define them and what is computed on the JVM.
+INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", "edges": "stormwatch_edges",
+          "policy": "stormwatch_policy"}
+FILES = [f"tables/{t}" for t in INPUTS.values()] + [
+    "tables/stormwatch_instance_metrics_raw", "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters",
+    "views/unique_spans", "views/instance_metrics_checked", "views/instance_facts", "views/instance_windows",
+]
+# Decision type -> the topic role it is published to.
+SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retry_decisions"}
+
+
+def step(state, observation: dict, policy):
+    state, decisions = observe(state, health_inputs(observation), policy)
+    return state, [(d["decision_type"], d["entity"]["key"], encode(d)) for d in decisions]
+
+
+def health_variables(config, names: dict[str, str], default: policies.Policy) -> dict[str, object]:
+    """What the health SQL needs beyond the shared variables: the policy's windows, the histogram."""
+    bounds = config.get("pipeline", "topology", "latency_bucket_bounds_ms")
+    return {
+        "metrics_topic": names["metrics"],
+        "idle_timeout": f"{int(config.get('pipeline', 'health', 'idle_timeout_seconds'))} s",
+        "latency_bucket_count": len(bounds),
+        "health_window_size": catalog.interval(default.health.window_size_seconds),
+        "health_window_slide": catalog.interval(default.health.window_slide_seconds),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv)
+    config = setup(args)
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    group = args.group_id or config.get("pipeline", "health", "consumer_group")
+    read_with = {role: source_options(args, f"{group}-{role}") for role in INPUTS}
+    # The policy topic is compacted state: always read whole.
+    read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
+    default = policies.load(config.resolve(config.get("pipeline", "policy", "file")))
+    variables = catalog.variables(config, names, source_options(args, group), read_with=read_with)
+    variables |= health_variables(config, names, default)
+    # The raw reader of the metrics topic keeps its own offsets: two readers must not share a group.
+    variables["metrics_raw_options"] = table_options(config, names["metrics"], **source_options(args, f"{group}-metrics-raw"))
+
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}")
+    t_env.create_temporary_function("cumulative_buckets", cumulative_buckets)
+    for statement in load_statements(FILES, variables):
+        t_env.execute_sql(statement)
+    inserts = t_env.create_statement_set()
+    for statement in load_statements([f"jobs/{JOB}"], variables):
+        inserts.add_insert_sql(statement)
+
+    windows = t_env.to_data_stream(t_env.from_path("instance_windows"))
+    # Computed once: the same rows go to their topic and on to the decisions.
+    inserts.add_insert("stormwatch_instance_windows", t_env.from_data_stream(windows))
+    observed = observations(windows, window_entity_key).union(
+        observations(t_env.to_data_stream(t_env.from_path("stormwatch_edges")), window_entity_key))
+    control(t_env, observed, JOB, default, step, names["policy"], int(config.get("pipeline", "health", "state_ttl_days")),
+            SINKS, variables, inserts)
+    execute(t_env, inserts, args.bounded)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

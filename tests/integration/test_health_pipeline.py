@@ -1,0 +1,153 @@
+"""Health, breakers and retry gates through the real Kafka and Flink: flatten_spans -> topology ->
+health on a generated retry storm and on the TrainTicket data."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from connectors.kafka import create_topics
+from stormwatch.config import PROJECT_ROOT
+from stormwatch.policy import load as load_policy
+from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, FaultWindow, Params, TraceGenerator, encode,
+                                          to_export_requests)
+from tests.conftest import read_topic, stormwatch
+from tests.otlp_reference import SHARED_DATA, spans_of_file
+from tests.schemas import assert_valid
+
+pytestmark = pytest.mark.integration
+
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "metrics",
+         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy")
+POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
+SLIDE_MS = POLICY.health.window_slide_seconds * 1000
+FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200
+
+
+def run_chain(config, names) -> None:
+    args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
+    for job in ("flatten_spans", "topology", "health"):
+        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+def by_entity(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r["entity"]["key"], []).append(r)
+    for items in out.values():
+        items.sort(key=lambda r: r["sequence"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def storm(config, kafka, flink_cluster):
+    """A storm: llm-inference fails and slows down, the orchestrator retries every failed call twice.
+    Module-scoped, so its topics are made here rather than by the per-test `topics_for`."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {role: f"test_{role}_{suffix}" for role in ROLES}
+    create_topics(config, {name: {"partitions": 2} for name in names.values()})
+    fault = FaultWindow(service="llm-inference", start_s=FAULT_START_S, end_s=FAULT_END_S,
+                        latency_factor=4.0, error_rate=0.9)
+    generator = TraceGenerator(seed=11, faults=[fault], params=Params(retries={"orchestrator": 2}))
+    spans = sorted((s for t in generator.generate(5.0, END_S) for s in t), key=lambda s: s.end_unix_nano)
+    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    run_chain(config, names)
+    read = {role: read_topic(config, names[role], 1, timeout=60)
+            for role in ("health", "breaker_decisions", "retry_decisions")}
+    return read
+
+
+def test_the_storm_opens_the_breaker_within_two_slides(storm):
+    assert_valid("stormwatch_breaker_decisions", storm["breaker_decisions"])
+    breaker = by_entity(storm["breaker_decisions"])["service:llm-inference"]
+    fault_start_ms = DEFAULT_START_UNIX_NANO // 10**6 + FAULT_START_S * 1000
+    opened = [d for d in breaker if d["state"] == "OPEN"]
+    assert opened, [d["state"] for d in breaker]
+    assert fault_start_ms < opened[0]["window_end_ms"] <= fault_start_ms + 2 * SLIDE_MS
+    assert opened[0]["previous_state"] == "CLOSED"
+    assert [d["sequence"] for d in breaker] == list(range(1, len(breaker) + 1))
+
+
+def test_retry_gates_tighten_in_the_storm(storm):
+    assert_valid("stormwatch_retry_decisions", storm["retry_decisions"])
+    gates = by_entity(storm["retry_decisions"])["service:llm-inference"]
+    fault_start_ms = DEFAULT_START_UNIX_NANO // 10**6 + FAULT_START_S * 1000
+    before = [g for g in gates if g["window_end_ms"] <= fault_start_ms]
+    during = [g for g in gates if fault_start_ms < g["window_end_ms"] <= fault_start_ms + 60_000]
+    assert before and before[-1]["max_retries"] > 0
+    assert during and min(g["max_retries"] for g in during) == 0
+
+
+def test_recovery_ramps_five_percent_per_thirty_seconds_back_to_closed(storm):
+    breaker = by_entity(storm["breaker_decisions"])["service:llm-inference"]
+    fault_end_ms = DEFAULT_START_UNIX_NANO // 10**6 + FAULT_END_S * 1000
+    after = [d for d in breaker if d["window_end_ms"] > fault_end_ms]
+    states = [d["state"] for d in after]
+    assert "HALF_OPEN" in states and states[-1] == "CLOSED", states
+    ramp = [d for d in after if d["state"] == "GRADUAL_RECOVERY"]
+    shares = [round(d["admitted_share"], 4) for d in ramp]
+    assert shares == sorted(shares) and shares[0] == 0.05 and shares[-1] == 0.95, shares
+    assert all(b["window_end_ms"] - a["window_end_ms"] >= POLICY.breaker.ramp_step_seconds * 1000
+               for a, b in zip(ramp, ramp[1:]))
+
+
+def test_health_records_score_every_window_or_say_insufficient_data(storm):
+    assert_valid("stormwatch_health", storm["health"])
+    statuses = {r["status"] for r in storm["health"]}
+    assert "OK" in statuses
+    for r in storm["health"]:
+        assert (r["score"] is None) == (r["status"] == "INSUFFICIENT_DATA")
+
+
+@pytest.fixture(scope="module")
+def trainticket(config, kafka, flink_cluster):
+    """Every labelled TrainTicket file through the chain: {label file: (label, service health records
+    inside the file's time span, breaker decisions inside it)}."""
+    labels = sorted(json.loads((SHARED_DATA / "labels.json").read_text()), key=lambda l: l["file"])
+    suffix = uuid.uuid4().hex[:8]
+    names = {role: f"test_{role}_{suffix}" for role in ROLES}
+    create_topics(config, {name: {"partitions": 2} for name in names.values()})
+    messages = [m for label in labels for m in collector_batches(otlp_json_lines(SHARED_DATA / label["file"]))]
+    produce(config, names["source"], messages, partition=0)
+    run_chain(config, names)
+    health = [r for r in read_topic(config, names["health"], 1, timeout=60) if r["entity"]["kind"] == "service"]
+    breakers = read_topic(config, names["breaker_decisions"], 0, timeout=20)
+    out = {}
+    for label in labels:
+        spans = spans_of_file(SHARED_DATA / label["file"])
+        begin_ms, end_ms = min(s.start for s in spans) // 10**6, max(s.end for s in spans) // 10**6
+
+        def inside(records, begin_ms=begin_ms, end_ms=end_ms):
+            return [r for r in records if begin_ms <= r["window_start_ms"] and r["window_end_ms"] <= end_ms]
+
+        out[label["file"]] = (label, inside(health), inside(breakers))
+    return out
+
+
+def test_trainticket_baseline_opens_no_breaker(trainticket):
+    ((label, health, breakers),) = [v for v in trainticket.values() if v[0].get("fault_free")]
+    assert any(r["status"] == "OK" for r in health)
+    assert not [b for b in breakers if b["state"] in ("OPEN", "FORCED_OPEN")]
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "The score is the issue's absolute formula over a service's SERVER spans: on TrainTicket the gateway, "
+    "whose latency holds every call below it, always scores lowest, and the injected services answer fewer "
+    "than health.min_calls calls per window (INSUFFICIENT_DATA). Localising needs self time and error "
+    "origins in the score (the suspects ranking has them); not done yet."))
+@pytest.mark.parametrize("file", [l["file"] for l in json.loads((SHARED_DATA / "labels.json").read_text())
+                                  if not l.get("fault_free")])
+def test_trainticket_injected_service_scores_lowest_after_its_fault(trainticket, file):
+    label, health, _ = trainticket[file]
+    root = label["root_cause_service"]
+    windows: dict[int, dict[str, float]] = {}
+    for r in health:
+        if r["score"] is not None and r["window_start_ms"] >= label["inject_unix_nano"] // 10**6:
+            windows.setdefault(r["window_end_ms"], {})[r["entity"]["service"]] = r["score"]
+    lowest = [w for w, scores in windows.items()
+              if root in scores and scores[root] < min(v for s, v in scores.items() if s != root)]
+    assert lowest, (file, root)
