@@ -105,9 +105,14 @@ SQL_CLIENT_TABLES = [
     "tables/stormwatch_topology_snapshots",
     "tables/stormwatch_edge_events",
     "tables/stormwatch_instance_windows",
+    "tables/stormwatch_health",
+    "tables/stormwatch_breaker_decisions",
+    "tables/stormwatch_retry_decisions",
     "views/latest_suspects",
     "views/current_edges",
     "views/error_chain_breaks",
+    "views/current_health",
+    "views/current_breakers",
 ]
 
 

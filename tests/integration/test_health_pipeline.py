@@ -58,7 +58,7 @@ def storm(config, kafka, flink_cluster):
     run_chain(config, names)
     read = {role: read_topic(config, names[role], 1, timeout=60)
             for role in ("health", "breaker_decisions", "retry_decisions")}
-    return read
+    return {"names": names, **read}
 
 
 def test_the_storm_opens_the_breaker_within_two_slides(storm):
@@ -126,6 +126,18 @@ def trainticket(config, kafka, flink_cluster):
 
         out[label["file"]] = (label, inside(health), inside(breakers))
     return out
+
+
+def test_current_health_and_breakers_answer_through_the_sql_client(storm, tmp_path):
+    query = tmp_path / "query.sql"
+    query.write_text("SELECT entity, state, max_retries FROM current_breakers WHERE entity = 'service:llm-inference';\n"
+                     "SELECT entity, status FROM current_health WHERE entity = 'service:llm-inference';\n")
+    answer = stormwatch("sql", *[f"--topic={role}={name}" for role, name in storm["names"].items()], "--file", str(query))
+    assert answer.returncode == 0, answer.stdout[-3000:]
+    newest = by_entity(storm["breaker_decisions"])["service:llm-inference"][-1]
+    assert newest["state"] == "CLOSED"
+    assert "| service:llm-inference |" in answer.stdout and "CLOSED" in answer.stdout, answer.stdout[-3000:]
+    assert answer.stdout.count("1 row in set") == 2, answer.stdout[-3000:]
 
 
 def test_trainticket_baseline_opens_no_breaker(trainticket):
