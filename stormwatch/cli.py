@@ -137,6 +137,26 @@ def cmd_sql(args) -> None:
         raise SystemExit(code)
 
 
+def cmd_policy(args) -> None:
+    """Validate a policy file and publish it to the policy topic, keyed by its name, as the decision
+    jobs read it: the next window of every job is decided under it."""
+    from connectors.kafka import producer
+    from stormwatch import catalog
+    from stormwatch.policy import load as load_policy
+
+    config = load(args.config)
+    path = Path(args.file) if args.file else config.resolve(config.get("pipeline", "policy", "file"))
+    policy = load_policy(path)
+    topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
+    client = producer(config)
+    try:
+        client.send(topic, json.dumps(policy.raw, sort_keys=True).encode(), key=policy.name.encode())
+        client.flush()
+    finally:
+        client.close()
+    print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}")
+
+
 def cmd_demo(args) -> None:
     from stormwatch.demo import run_demo
 
@@ -186,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME",
                    help="read the table of ROLE (sink, dead_letters) from topic NAME")
     p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("policy", help="validate a policy file and publish it to the policy topic")
+    p.add_argument("action", choices=["publish"])
+    p.add_argument("file", nargs="?", help="the policy (default: [pipeline.policy] file of the configuration)")
+    p.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME", help="policy=NAME: another topic")
+    p.set_defaults(func=cmd_policy)
 
     p = sub.add_parser("demo", help="local Kafka + embedded Flink + generated traffic, output shown live")
     p.add_argument("--rate", type=float, default=20.0, help="traces per second")
