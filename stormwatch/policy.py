@@ -1,6 +1,6 @@
 """The decision policy (config/policy.toml, overridden while the jobs run by JSON documents on the
-compacted policy topic): the validated [health], [retry] and [breaker] sections, and the whole
-document in `raw` for the sections other modules read themselves (policy.raw["scaling"], ...)."""
+compacted policy topic): the validated [health], [retry], [breaker], [pareto] and [scaling] sections,
+and the whole document in `raw`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from typing import Any
 
 from stormwatch.breaker import BreakerPolicy
 from stormwatch.health import HealthPolicy
+from stormwatch.pareto import FrontPolicy
 from stormwatch.retry_gate import RetryPolicy
+from stormwatch.scaling import ScalingPolicy
 
 # Windows are set up when the job starts; a running job cannot re-window its aggregates.
 FIXED_HEALTH_KEYS = ("window_size_seconds", "window_slide_seconds")
@@ -29,6 +31,8 @@ class Policy:
     health: HealthPolicy
     retry: RetryPolicy
     breaker: BreakerPolicy
+    pareto: FrontPolicy
+    scaling: ScalingPolicy
     raw: dict[str, Any]
 
 
@@ -41,7 +45,8 @@ def from_document(doc: Any) -> Policy:
             raise PolicyError(f"{key}: expected a non-empty string, got {doc.get(key)!r}")
     sections = {}
     for section, parse in (("health", HealthPolicy.from_dict), ("retry", RetryPolicy.from_dict),
-                           ("breaker", BreakerPolicy.from_dict)):
+                           ("breaker", BreakerPolicy.from_dict), ("pareto", FrontPolicy.from_dict),
+                           ("scaling", ScalingPolicy.from_dict)):
         if section not in doc:
             raise PolicyError(f"{section}: missing section")
         try:

@@ -15,6 +15,8 @@ def test_the_default_policy_loads():
     assert policy.name == "default" and policy.health.min_calls == DOC["health"]["min_calls"]
     assert policy.breaker.overrides == {} and policy.retry.tiers[0].max_retries == 3
     assert policy.raw["scaling"] == DOC["scaling"]
+    assert policy.pareto.latency_quantile == DOC["pareto"]["latency_quantile"]
+    assert policy.scaling.slo_for("any") == DOC["scaling"]["slo_ms"]["default"]
 
 
 def test_a_valid_update_replaces_the_policy():
@@ -22,6 +24,13 @@ def test_a_valid_update_replaces_the_policy():
     doc = {**DOC, "version": "v2", "breaker": {**DOC["breaker"], "overrides": {"service:a": "FORCED_OPEN"}}}
     new, error = apply_update(current, json.dumps(doc))
     assert error is None and new.version == "v2" and new.breaker.overrides == {"service:a": "FORCED_OPEN"}
+
+
+def test_a_valid_scaling_update_takes_effect():
+    current = load(PATH)
+    doc = {**DOC, "version": "v3", "scaling": {**DOC["scaling"], "slo_ms": {"default": 500.0, "llm": 9000.0}}}
+    new, error = apply_update(current, json.dumps(doc))
+    assert error is None and (new.scaling.slo_for("llm"), new.scaling.slo_for("gateway")) == (9000.0, 500.0)
 
 
 @pytest.mark.parametrize("document, message", [
@@ -32,6 +41,12 @@ def test_a_valid_update_replaces_the_policy():
     (json.dumps({**DOC, "breaker": {**DOC["breaker"], "min_calls": -3}}), "breaker.min_calls"),
     (json.dumps({**DOC, "health": {**DOC["health"], "weights": {"latency": 1}}}), "health.weights"),
     (json.dumps({**DOC, "name": "other"}), "name"),
+    (json.dumps({k: v for k, v in DOC.items() if k != "scaling"}), "scaling: missing"),
+    (json.dumps({**DOC, "scaling": {**DOC["scaling"], "max_replicas": 0}}), "scaling.max_replicas"),
+    (json.dumps({**DOC, "scaling": {**DOC["scaling"], "slo_ms": {"llm": 500}}}), "scaling.slo_ms"),
+    (json.dumps({**DOC, "scaling": {**DOC["scaling"], "scale_up_limit": {"percent": 100, "pods": 4}}}),
+     "scaling.scale_up_limit.period_seconds"),
+    (json.dumps({**DOC, "pareto": {**DOC["pareto"], "latency_quantile": "p50"}}), "pareto.latency_quantile"),
 ])
 def test_an_invalid_update_is_rejected_and_the_previous_stays(document, message):
     current = load(PATH)
