@@ -8,6 +8,7 @@ Entity keys are what the decision topics are keyed by: "service:NAME", "instance
 from __future__ import annotations
 
 from stormwatch.health import HealthInputs, quantile_from_cumulative
+from stormwatch.pareto import InstancePoint
 
 
 def window_entity_key(row: dict) -> str:
@@ -51,3 +52,15 @@ def health_inputs(row: dict) -> HealthInputs:
         load_ratio=row.get("load_ratio"),
         example_trace_ids=sorted({t for t in (row.get("example_error_trace_id"), row.get("example_trace_id")) if t}),
         **common)
+
+
+def instance_points(rows: list[dict], window_seconds: float, quantile: str, first_seen_ms: dict[str, int]):
+    """A service window's instance rows as Pareto points: QPS over the window, latency at `quantile`
+    ("p99" or "p95"); `first_seen_ms` says since when each instance has been seen (warm-up)."""
+    q = {"p99": 0.99, "p95": 0.95}[quantile]
+    return [
+        InstancePoint(instance=r["instance"], qps=int(r["calls"]) / window_seconds,
+                      latency_ms=_quantile(r, f"span_{quantile}_ms", f"metric_{quantile}_ms", q),
+                      calls=int(r["calls"]), first_seen_ms=first_seen_ms[r["instance"]])
+        for r in sorted(rows, key=lambda r: r["instance"])
+    ]
