@@ -20,6 +20,8 @@ from pyflink.table import StreamTableEnvironment
 from stormwatch.policy import Policy, apply_update
 from stormwatch.sqlfiles import load_statements
 
+# Rows this module makes are built with field names: the next operator in a chain gets the Row object
+# itself, not one read back with the names of its type, and reads it by name.
 OBSERVATION = Types.ROW_NAMED(["entity_key", "payload"], [Types.STRING(), Types.STRING()])
 # A decision on its way to a topic: which output (a key of the job's sinks), the Kafka key, the bytes.
 OUTPUT = Types.ROW_NAMED(["output", "entity_key", "record"], [Types.STRING(), Types.STRING(), Types.STRING()])
@@ -90,7 +92,7 @@ class PolicyControlled(KeyedBroadcastProcessFunction):
         state, outputs = self.step(self.entity.value(), json.loads(value.payload), policy)
         self.entity.update(state)
         for output, key, record in outputs:
-            yield Row(output, key, record)
+            yield Row(output=output, entity_key=key, record=record)
 
     def process_broadcast_element(self, value, ctx):
         ctx.get_broadcast_state(POLICY_STATE).put(value.name, value.document)
@@ -99,7 +101,7 @@ class PolicyControlled(KeyedBroadcastProcessFunction):
 
 def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStream:
     """Table rows as (entity key, JSON payload) observations."""
-    return rows.map(lambda r: Row(entity_key(r.as_dict()), json.dumps(r.as_dict(), default=str)),
+    return rows.map(lambda r: Row(entity_key=entity_key(r.as_dict()), payload=json.dumps(r.as_dict(), default=str)),
                     output_type=OBSERVATION)
 
 
@@ -109,7 +111,8 @@ def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, defau
     record of the policy topic, broadcast), and add an INSERT per output into the raw sink of its
     topic (`sinks`: output -> topic role), dead letters included."""
     records = t_env.to_data_stream(t_env.from_path("stormwatch_policy")).map(
-        lambda r: Row(r["name"], r["document"], r["kafka_partition"], r["kafka_offset"]),
+        lambda r: Row(name=r["name"], document=r["document"], kafka_partition=r["kafka_partition"],
+                      kafka_offset=r["kafka_offset"]),
         output_type=POLICY_RECORD)
     # Records of other policies (other deployments sharing the topic) are not this job's.
     judged = (records.filter(lambda r, name=default.name: r.name == name)
@@ -124,7 +127,7 @@ def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, defau
                 "sink_table": table, "sink_options": variables[f"{role}_options"]}):
             t_env.execute_sql(statement)
         rows = decided.filter(lambda r, wanted=output: r.output == wanted).map(
-            lambda r: Row(r.entity_key, r.record),
+            lambda r: Row(entity_key=r.entity_key, record=r.record),
             output_type=Types.ROW_NAMED(["entity_key", "record"], [Types.STRING(), Types.STRING()]))
         statements.add_insert(table, t_env.from_data_stream(rows))
     statements.add_insert("stormwatch_dead_letters", t_env.from_data_stream(judged.get_side_output(DEAD_LETTERS)))

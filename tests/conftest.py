@@ -92,3 +92,12 @@ def stormwatch(*args: str, timeout: float = 300.0) -> subprocess.CompletedProces
         timeout=timeout,
         cwd=PROJECT_ROOT,
     )
+
+
+def run_bounded(names: dict[str, str], jobs: list[str]) -> None:
+    """Run `jobs` one after another as bounded replays over the topics `names` ({role: name}), each
+    with its own consumer group, as a chain would run live."""
+    args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
+    for job in jobs:
+        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]

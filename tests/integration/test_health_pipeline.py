@@ -14,7 +14,7 @@ from stormwatch.policy import load as load_policy
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
 from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, FaultWindow, Params, TraceGenerator, encode,
                                           to_export_requests)
-from tests.conftest import read_topic, stormwatch
+from tests.conftest import read_topic, run_bounded, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
 
@@ -28,10 +28,7 @@ FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200
 
 
 def run_chain(config, names) -> None:
-    args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
-    for job in ("flatten_spans", "topology", "health"):
-        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=900)
-        assert result.returncode == 0, result.stderr[-3000:]
+    run_bounded(names, ["flatten_spans", "topology", "health"])
 
 
 def by_entity(records: list[dict]) -> dict[str, list[dict]]:
@@ -163,3 +160,29 @@ def test_trainticket_injected_service_scores_lowest_after_its_fault(trainticket,
     lowest = [w for w, scores in windows.items()
               if root in scores and scores[root] < min(v for s, v in scores.items() if s != root)]
     assert lowest, (file, root)
+
+
+def test_a_published_policy_is_stamped_on_decisions_and_an_invalid_one_is_dead_lettered(config, topics_for,
+                                                                                          flink_cluster, tmp_path):
+    names = topics_for(ROLES)
+    newer = tmp_path / "newer.toml"
+    newer.write_text((PROJECT_ROOT / "config" / "policy.toml").read_text().replace(
+        f'version = "{POLICY.version}"', 'version = "test-newer"', 1))
+    invalid = tmp_path / "invalid.toml"
+    invalid.write_text(newer.read_text().replace("window_size_seconds = 30", "window_size_seconds = 60", 1))
+    for path in (newer, invalid):
+        result = stormwatch("policy", "publish", str(path), f"--topic=policy={names['policy']}")
+        assert result.returncode == 0, result.stderr
+    generator = TraceGenerator(seed=3)
+    spans = sorted((s for t in generator.generate(5.0, 240) for s in t), key=lambda s: s.end_unix_nano)
+    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    run_chain(config, names)
+
+    health = read_topic(config, names["health"], 1, timeout=60)
+    newest = max(r["window_end_ms"] for r in health)
+    # The broadcast policy and the windows are two inputs of a bounded replay: the first windows may be
+    # decided before the policy arrives, never the last ones.
+    assert {r["policy_version"] for r in health if r["window_end_ms"] == newest} == {"test-newer"}
+    rejected = [d for d in read_topic(config, names["dead_letters"], 1, timeout=30) if d["source_topic"] == names["policy"]]
+    assert len(rejected) == 1 and "policy rejected" in rejected[0]["reason"], rejected
+    assert "window" in rejected[0]["reason"]
