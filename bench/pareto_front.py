@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Run as a script from anywhere: stormwatch/ is a package at the project root.
 sys.path.insert(0, str(ROOT))
 
+import results_file  # noqa: E402  (bench/, beside this file)
+
 from stormwatch.pareto import InstancePoint, front  # noqa: E402
 from stormwatch.policy import load  # noqa: E402
 from stormwatch.scaling import step  # noqa: E402
@@ -79,15 +81,7 @@ def main() -> None:
     default_out = out == Path("bench/results/pareto_front.md")
     command = ".venv/bin/python bench/pareto_front.py" + ("" if args.repetitions == 30 else f" --repetitions {args.repetitions}") \
         + ("" if default_out else f" --out {out}")
-    lines = [
-        "# Pareto front and scaling step per service window",
-        "",
-        "Produced by:",
-        "",
-        "```sh",
-        command,
-        "```",
-        "",
+    lines = results_file.heading("Pareto front and scaling step per service window", command) + [
         f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
         f"- Policy: config/policy.toml, `{policy.pareto}`",
@@ -111,10 +105,7 @@ def main() -> None:
         "(the last scale_down_stabilization_seconds of recommendations): none of its work depends on n. Both are",
         "far below a window slide (10 s) even at 10,000 instances per service.",
     ]
-    text = "\n".join(lines) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    results_file.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Run as a script from anywhere: tests/ and stormwatch/ are packages at the project root.
 sys.path.insert(0, str(ROOT))
 
+import results_file  # noqa: E402  (bench/, beside this file)
+
 from stormwatch.suspects import SuspectPolicy, SuspectRanker  # noqa: E402
 from tests.trace_windows import LabelledFile, Window, after_injection, fault_verdicts, labelled_files, replay, windows_of_file  # noqa: E402
 
@@ -98,15 +100,9 @@ def main() -> None:
     started = time.monotonic()
     files = labelled_files()
     default = SuspectPolicy()
-    lines = [
-        "# Root-cause ranking on the labelled TrainTicket faults",
-        "",
-        "Produced by:",
-        "",
-        "```sh",
-        f".venv/bin/python bench/rootcause_eval.py --out {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}",
-        "```",
-        "",
+    out = args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out
+    lines = results_file.heading("Root-cause ranking on the labelled TrainTicket faults",
+                                 f".venv/bin/python bench/rootcause_eval.py --out {out}") + [
         f"Default policy: `{default}`",
         "",
         "Protocol: a fresh ranker per fault file, fed the fault-free file and then the fault file from its start;",
@@ -157,10 +153,7 @@ def main() -> None:
         ff = sum(r.flagged_windows for r in per_config.values()), sum(r.judged_windows for r in per_config.values())
         lines.append(f"| {name} | {'' if value is None else f'{value:g}'} | {top1} | {fraction(top3)} | {fraction(ff)} |")
     lines += ["", f"Run time: {time.monotonic() - started:.1f} s."]
-    text = "\n".join(lines) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    results_file.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Run as a script from anywhere: stormwatch/ and connectors/ are packages at the project root.
 sys.path.insert(0, str(ROOT))
 
+import results_file  # noqa: E402  (bench/, beside this file)
+
 from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, table_options  # noqa: E402
@@ -129,7 +131,7 @@ def mem_total_gib() -> float:
     return kib / 2**20
 
 
-def report(config, command, n_spans, messages, times, tiny_spans, tiny_times, outputs) -> str:
+def report(config, command, n_spans, messages, times, tiny_spans, tiny_times, outputs) -> list[str]:
     def rate(seconds: float) -> float:
         return n_spans / seconds
 
@@ -147,15 +149,7 @@ def report(config, command, n_spans, messages, times, tiny_spans, tiny_times, ou
     chain_wall, chain_fixed = rate(times["chain"]), rate(corrected["chain"]) if corrected["chain"] > 0 else None
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parallelism = config.get("flink", "parallelism")
-    lines = [
-        "# Topology chain throughput against Flink's own passthrough",
-        "",
-        "Produced by:",
-        "",
-        "```sh",
-        command,
-        "```",
-        "",
+    lines = results_file.heading("Topology chain throughput against Flink's own passthrough", command) + [
         f"- Date: {now}",
         f"- Machine: {os.cpu_count()} cores (nproc), {mem_total_gib():.1f} GiB memory, {platform.platform()}",
         f"- Flink: embedded mini-cluster per job (`stormwatch run`, each job its own process), parallelism {parallelism}",
@@ -189,9 +183,8 @@ def report(config, command, n_spans, messages, times, tiny_spans, tiny_times, ou
         f"- ≥ {TARGET_RATIO} of the passthrough: wall {ratio_wall:.2f}, {met(ratio_wall >= TARGET_RATIO)}; "
         "start-up-corrected "
         + (f"{ratio_fixed:.2f}, {met(ratio_fixed >= TARGET_RATIO)}." if ratio_fixed is not None else "n/a."),
-        "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str]) -> None:
@@ -225,13 +218,11 @@ def main(argv: list[str]) -> None:
         print(f"full input: {times}", flush=True)
         outputs = {full.passthrough_sink: records_in(config, full.passthrough_sink),
                    **{full.names[r]: records_in(config, full.names[r]) for r in CHAIN_ROLES if r != "source"}}
-        text = report(config, command, n_spans, messages, times, tiny_spans, tiny_times, outputs)
+        lines = report(config, command, n_spans, messages, times, tiny_spans, tiny_times, outputs)
     finally:
         if started:
             print(broker.stop(), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    results_file.write(args.out, lines)
 
 
 if __name__ == "__main__":
