@@ -17,7 +17,10 @@ from pyflink.datastream.functions import KeyedBroadcastProcessFunction, KeyedPro
 from pyflink.datastream.state import MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
 from pyflink.table import StreamTableEnvironment
 
-from stormwatch.policy import Policy, apply_update
+from jobs.common import source_options
+from stormwatch import catalog
+from stormwatch.config import Config
+from stormwatch.policy import Policy, apply_update, load
 from stormwatch.sqlfiles import load_statements
 
 # Rows this module makes are built with field names: the next operator in a chain gets the Row object
@@ -97,6 +100,18 @@ class PolicyControlled(KeyedBroadcastProcessFunction):
     def process_broadcast_element(self, value, ctx):
         ctx.get_broadcast_state(POLICY_STATE).put(value.name, value.document)
         return []
+
+
+def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[dict, str, Policy, dict]:
+    """(topic names, consumer group, default policy, SQL variables) of a decision job reading the
+    tables of `inputs` (topic role -> table), each role with its own consumer group."""
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    group = args.group_id or config.get("pipeline", job, "consumer_group")
+    read_with = {role: source_options(args, f"{group}-{role}") for role in inputs}
+    # The policy topic is compacted state: always read whole.
+    read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
+    default = load(config.resolve(config.get("pipeline", "policy", "file")))
+    return names, group, default, catalog.variables(config, names, source_options(args, group), read_with=read_with)
 
 
 def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStream:

@@ -12,7 +12,7 @@ import sys
 
 from connectors.kafka import table_options
 from jobs.common import execute, parse_args, setup, source_options
-from jobs.decision_stream import control, observations
+from jobs.decision_stream import control, job_inputs, observations
 from stormwatch import catalog, policy as policies
 from stormwatch.decisions import encode
 from stormwatch.entity_control import observe
@@ -53,13 +53,7 @@ def health_variables(config, names: dict[str, str], default: policies.Policy) ->
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    group = args.group_id or config.get("pipeline", "health", "consumer_group")
-    read_with = {role: source_options(args, f"{group}-{role}") for role in INPUTS}
-    # The policy topic is compacted state: always read whole.
-    read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
-    default = policies.load(config.resolve(config.get("pipeline", "policy", "file")))
-    variables = catalog.variables(config, names, source_options(args, group), read_with=read_with)
+    names, group, default, variables = job_inputs(args, config, JOB, INPUTS)
     variables |= health_variables(config, names, default)
     # The raw reader of the metrics topic keeps its own offsets: two readers must not share a group.
     variables["metrics_raw_options"] = table_options(config, names["metrics"], **source_options(args, f"{group}-metrics-raw"))

@@ -14,15 +14,16 @@ import sys
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor
+from pyflink.table.expressions import col
 
-from jobs.common import execute, parse_args, setup, source_options
-from jobs.decision_stream import OBSERVATION, control, observations
-from stormwatch import catalog, policy as policies
+from jobs.common import execute, parse_args, setup
+from jobs.decision_stream import OBSERVATION, control, job_inputs, observations
+from stormwatch import policy as policies
 from stormwatch.decisions import encode, envelope
 from stormwatch.flink_env import stream_table_environment
 from stormwatch.observations import instance_points
-from stormwatch.pareto import FrontPolicy, front
-from stormwatch.scaling import ScalingPolicy, step as scale
+from stormwatch.pareto import front
+from stormwatch.scaling import step as scale
 from stormwatch.sqlfiles import load_statements
 
 JOB = "scaling"
@@ -64,10 +65,9 @@ def step(state, observation: dict, policy: policies.Policy):
     start, end, service = observation["window_start_ms"], observation["window_end_ms"], observation["service"]
     for row in observation["instances"]:
         first_seen.setdefault(row["instance"], int(row["window_start_ms"]))
-    front_policy, scaling_policy = FrontPolicy.from_dict(policy.raw["pareto"]), ScalingPolicy.from_dict(policy.raw["scaling"])
-    points = instance_points(observation["instances"], (end - start) / 1000, front_policy.latency_quantile, first_seen)
-    current = front(service, start, end, points, front_policy)
-    scaler, body = scale(scaler, current, len(points), scaling_policy)
+    points = instance_points(observation["instances"], (end - start) / 1000, policy.pareto.latency_quantile, first_seen)
+    current = front(service, start, end, points, policy.pareto)
+    scaler, body = scale(scaler, current, len(points), policy.scaling)
     entity = {"kind": "service", "key": f"service:{service}", "service": service}
     outputs = []
     for decision_type, payload in (("pareto_front", current.to_dict()), ("scaling", body)):
@@ -82,20 +82,14 @@ def step(state, observation: dict, policy: policies.Policy):
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    group = args.group_id or config.get("pipeline", "scaling", "consumer_group")
-    read_with = {role: source_options(args, f"{group}-{role}") for role in INPUTS}
-    read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
-    default = policies.load(config.resolve(config.get("pipeline", "policy", "file")))
-    variables = catalog.variables(config, names, source_options(args, group), read_with=read_with)
+    names, _, default, variables = job_inputs(args, config, JOB, INPUTS)
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
     for statement in load_statements(FILES, variables):
         t_env.execute_sql(statement)
     # Service rows (`instance` NULL) are the health job's; fronts are made of instances.
-    instances = observations(t_env.to_data_stream(t_env.from_path("stormwatch_instance_windows")),
-                             lambda r: r["service"] if r["instance"] is not None else "")
-    windows = (instances.filter(lambda o: o.entity_key != "")
+    rows = t_env.from_path("stormwatch_instance_windows").filter(col("instance").is_not_null)
+    windows = (observations(t_env.to_data_stream(rows), lambda r: r["service"])
                .key_by(lambda o: o.entity_key, key_type=Types.STRING())
                .process(GatherWindows(), output_type=OBSERVATION))
     inserts = t_env.create_statement_set()
