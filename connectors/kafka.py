@@ -68,6 +68,18 @@ def broker_ready(config: Config) -> bool:
         client.close()
 
 
+def require_topics(config: Config, topics: set[str]) -> None:
+    """ValueError naming the topics that do not exist: a producer would only time out on them."""
+    client = admin(config)
+    try:
+        missing = sorted(topics - set(client.list_topics()))
+    finally:
+        client.close()
+    if missing:
+        raise ValueError(f"no topic {', '.join(missing)} on {config.bootstrap_servers}: create the project's "
+                         f"topics with `stormwatch topics create`, or name an existing one")
+
+
 def create_topics(config: Config, specs: dict[str, dict] | None = None) -> list[str]:
     """Create the topics in `specs` (default: the configured ones) that do not exist yet.
 

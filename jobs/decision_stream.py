@@ -20,7 +20,7 @@ from pyflink.table import StreamTableEnvironment
 from jobs.common import source_options
 from stormwatch import catalog
 from stormwatch.config import Config
-from stormwatch.policy import Policy, apply_update, load
+from stormwatch.policy import Policy, apply_update, default_file, load
 from stormwatch.sqlfiles import load_statements
 
 # Rows this module makes are built with field names: the next operator in a chain gets the Row object
@@ -110,7 +110,7 @@ def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[
     read_with = {role: source_options(args, f"{group}-{role}") for role in inputs}
     # The policy topic is compacted state: always read whole.
     read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
-    default = load(config.resolve(config.get("pipeline", "policy", "file")))
+    default = load(default_file(config))
     return names, group, default, catalog.variables(config, names, source_options(args, group), read_with=read_with)
 
 

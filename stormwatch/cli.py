@@ -61,35 +61,52 @@ def cmd_run(args) -> None:
 
 
 def cmd_replay(args) -> None:
-    from stormwatch.replay import replay_files
+    from stormwatch.replay import parse_pace, replay
 
     config = load(args.config)
-    count = replay_files(config, [Path(p) for p in args.files], args.topic, None if args.as_exported else args.batch_ms)
-    print(f"produced {count} message(s) to {args.topic}")
+    speed = parse_pace(args.pace)
+    summary = replay(config, [Path(p) for p in args.files], args.topic, args.format,
+                     None if args.as_exported else args.batch_ms, speed, args.rebase)
+    print(summary.line(args.topic, speed))
+
+
+def cmd_generate(args) -> None:
+    from stormwatch.traffic.schedule import Schedule, load_schedule
+    from stormwatch.traffic.send import generate
+
+    config = load(args.config)
+    schedule = load_schedule(args.schedule) if args.schedule else Schedule("steady")
+    duration = args.duration if args.duration is not None else schedule.duration_s
+    if duration is None and not args.live:
+        raise ValueError("--fast needs a --duration (or a schedule with duration_s)")
+    print(f"generating {args.rate:g} traces/s, schedule {schedule.name}"
+          f"{f' ({duration:g} s)' if duration else ' until Ctrl-C'}", file=sys.stderr)
+    sent = generate(config, schedule, args.rate, duration, args.seed,
+                    None if args.metrics_format == "none" else args.metrics_format, live=args.live)
+    print(sent.line())
 
 
 def cmd_tail(args) -> None:
     from connectors.kafka import consumer
+    from stormwatch.dashboard import DIM, Style
+    from stormwatch.policy import default_file
+    from stormwatch.policy import load as load_policy
+    from stormwatch.tail_format import format_value
 
     config = load(args.config)
+    style = Style.of(load_policy(default_file(config)), colour=sys.stdout.isatty() and not args.no_colour)
     client = consumer(config, *args.topics, auto_offset_reset="earliest" if args.from_beginning else "latest")
     try:
         for record in client:
             if args.raw:
                 print(record.value.decode("utf-8", "replace"), flush=True)
             else:
-                print(f"{record.topic}[{record.partition}]@{record.offset} {_pretty(record.value)}", flush=True)
+                where = style.paint(f"{record.topic}[{record.partition}]@{record.offset}", DIM)
+                print(f"{where} {format_value(record.value, style)}", flush=True)
     except KeyboardInterrupt:
         pass
     finally:
         client.close()
-
-
-def _pretty(value: bytes) -> str:
-    try:
-        return json.dumps(json.loads(value), separators=(", ", "=")).strip("{}").replace('"', "")
-    except ValueError:
-        return value.decode("utf-8", "replace")
 
 
 # What the SQL client can query: the project's output tables, read from the start of their topics,
@@ -108,11 +125,14 @@ SQL_CLIENT_TABLES = [
     "tables/stormwatch_health",
     "tables/stormwatch_breaker_decisions",
     "tables/stormwatch_retry_decisions",
+    "tables/stormwatch_pareto_fronts",
+    "tables/stormwatch_scaling_decisions",
     "views/latest_suspects",
     "views/current_edges",
     "views/error_chain_breaks",
     "views/current_health",
     "views/current_breakers",
+    "views/current_scaling",
 ]
 
 
@@ -142,10 +162,11 @@ def cmd_policy(args) -> None:
     jobs read it: the next window of every job is decided under it."""
     from connectors.kafka import producer
     from stormwatch import catalog
+    from stormwatch.policy import default_file
     from stormwatch.policy import load as load_policy
 
     config = load(args.config)
-    path = Path(args.file) if args.file else config.resolve(config.get("pipeline", "policy", "file"))
+    path = Path(args.file) if args.file else default_file(config)
     policy = load_policy(path)
     topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
     client = producer(config)
@@ -186,17 +207,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", action="store_true", help="submit with `flink run -py` to the standalone cluster")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("replay", help="produce OTLP JSON lines files to a topic")
+    p = sub.add_parser("replay", help="send trace files (OTLP JSON lines, Zipkin v2 or Jaeger JSON) to a topic")
     p.add_argument("files", nargs="+")
     p.add_argument("--topic", default="otlp_spans")
+    p.add_argument("--format", choices=["auto", "otlp", "zipkin", "jaeger"], default="auto")
+    p.add_argument("--pace", default="fast", help="fast (default), original, or a speed-up factor such as 10")
+    p.add_argument("--rebase", action="store_true", help="move every timestamp so that the first span ends now")
     p.add_argument("--batch-ms", type=int, default=1000,
                    help="re-batch spans by end time into messages of this much event time, as a Collector would")
     p.add_argument("--as-exported", action="store_true", help="send the files' messages unchanged")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("tail", help="print the records of topics as they arrive")
+    p = sub.add_parser("generate", help="send generated AI-chain traffic (spans and instance metrics) to Kafka")
+    p.add_argument("--rate", type=float, default=20.0, help="traces per second")
+    p.add_argument("--duration", type=float, help="seconds of event time (default: the schedule's, else until Ctrl-C)")
+    p.add_argument("--schedule", help="a fault schedule: a preset (storm, latency-spike, slow-instance, saturation) "
+                                      "or a .toml / .json file (stormwatch/traffic/schedule.py)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--metrics-format", choices=["native", "otlp", "none"], default="native",
+                   help="per-instance metrics to stormwatch_instance_metrics (native) or otlp_metrics (otlp)")
+    pace = p.add_mutually_exclusive_group()
+    pace.add_argument("--live", dest="live", action="store_true", default=True,
+                      help="send each message when its time has come (default)")
+    pace.add_argument("--fast", dest="live", action="store_false", help="send everything as fast as possible")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("tail", help="print the records of topics as they arrive, decisions readable and coloured")
     p.add_argument("topics", nargs="+")
     p.add_argument("--raw", action="store_true", help="print the values exactly as they are on Kafka")
+    p.add_argument("--no-colour", action="store_true")
     p.add_argument("--from-beginning", action="store_true")
     p.set_defaults(func=cmd_tail)
 

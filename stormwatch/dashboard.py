@@ -8,17 +8,49 @@ from __future__ import annotations
 import html
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from stormwatch.policy import Policy
+
+# ANSI colour codes of the terminal forms.
+RED, GREEN, YELLOW, DIM, BOLD = "31", "32", "33", "90", "1"
 # Breaker states and how they are drawn: (text colour for the terminal, stroke colour for the page).
 BREAKER_COLOURS = {
-    "CLOSED": ("32", "#2e7d32"),
-    "OPEN": ("31", "#c62828"),
-    "FORCED_OPEN": ("31", "#c62828"),
-    "HALF_OPEN": ("33", "#f9a825"),
-    "GRADUAL_RECOVERY": ("33", "#f9a825"),
-    "DISABLED": ("90", "#757575"),
+    "CLOSED": (GREEN, "#2e7d32"),
+    "OPEN": (RED, "#c62828"),
+    "FORCED_OPEN": (RED, "#c62828"),
+    "HALF_OPEN": (YELLOW, "#f9a825"),
+    "GRADUAL_RECOVERY": (YELLOW, "#f9a825"),
+    "DISABLED": (DIM, "#757575"),
 }
+
+
+@dataclass(frozen=True)
+class Style:
+    """How text forms colour what they show; score colours follow the policy's thresholds."""
+
+    colour: bool
+    good_score: float  # a health score at or above it is green
+    bad_score: float  # below it red; yellow between
+
+    @classmethod
+    def of(cls, policy: Policy, colour: bool) -> Style:
+        # Green where retries are at their most generous tier, red where the breaker opens.
+        return cls(colour, good_score=policy.retry.tiers[0].min_score, bad_score=policy.breaker.open_below_score)
+
+    def paint(self, text: str, code: str | None) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.colour and code else text
+
+    def score_code(self, score: float | None) -> str | None:
+        if score is None:
+            return DIM
+        return GREEN if score >= self.good_score else RED if score < self.bad_score else YELLOW
+
+    def score(self, score: float | None) -> str:
+        return self.paint("score=n/a" if score is None else f"score={score:.2f}", self.score_code(score))
+
+    def state(self, state: str) -> str:
+        return self.paint(state, BREAKER_COLOURS.get(state, (BOLD,))[0])
 
 
 @dataclass
@@ -72,10 +104,7 @@ def _breaker_state(record: dict | None) -> str:
     return "CLOSED" if record is None else record.get("state", "CLOSED")
 
 
-def text_table(state: DashboardState, colour: bool) -> str:
-    def paint(text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if colour else text
-
+def text_table(state: DashboardState, style: Style) -> str:
     lines = [f"{'service':<18}{'health':>8}  {'breaker':<18}{'admit':>6}{'retries':>8}{'replicas':>10}  suspect"]
     suspects = {s["service"]: s for s in state.top_suspects()}
     for service in state.services():
@@ -84,14 +113,13 @@ def text_table(state: DashboardState, colour: bool) -> str:
         breaker = state.breakers.get(key)
         gate = state.retry_gates.get(key, {})
         scaling = state.scaling.get(key, {})
-        health = "  n/a" if score is None else f"{score:.2f}"
-        health = paint(f"{health:>8}", "32" if score is None or score >= 0.8 else "33" if score >= 0.3 else "31")
+        health = style.paint(f"{'n/a' if score is None else f'{score:.2f}':>8}", style.score_code(score))
         name = _breaker_state(breaker)
         share = "" if breaker is None else f"{breaker.get('admitted_share', 1.0) * 100:.0f}%"
         suspect = suspects.get(service)
         mark = "" if suspect is None else f"#{suspect['rank']} {suspect['score']:.2f}" + (" FLAGGED" if suspect["flagged"] else "")
         replicas = "" if not scaling else f"{scaling.get('current_replicas')}->{scaling.get('desired_replicas')}"
-        lines.append(f"{service:<18}{health}  {paint(f'{name:<18}', BREAKER_COLOURS.get(name, ('0',))[0])}"
+        lines.append(f"{service:<18}{health}  {style.paint(f'{name:<18}', BREAKER_COLOURS.get(name, (BOLD,))[0])}"
                      f"{share:>6}{str(gate.get('max_retries', '')):>8}{replicas:>10}  {mark}")
     lines.append(f"dead letters so far: {state.dead_letters}")
     return "\n".join(lines)
@@ -176,10 +204,10 @@ def front_svg(front: dict, width: int = 280, height: int = 200) -> str:
     return "".join(parts)
 
 
-def page(state: DashboardState, refresh_s: int = 2) -> str:
+def page(state: DashboardState, style: Style, refresh_s: int = 2) -> str:
     """The demo's page; it reloads itself every refresh_s seconds."""
     fronts = "".join(front_svg(f) for _, f in sorted(state.fronts.items()))
-    table = html.escape(text_table(state, colour=False))
+    table = html.escape(text_table(state, replace(style, colour=False)))
     return (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{refresh_s}">'
             '<title>stormwatch</title></head><body style="font-family: sans-serif">'
             '<h1>stormwatch</h1><h2>Service graph: fill = health score, ring = breaker state</h2>'

@@ -56,6 +56,11 @@ def from_document(doc: Any) -> Policy:
     return Policy(doc["name"], doc["version"], raw=doc, **sections)
 
 
+def default_file(config) -> Path:
+    """The policy file a configuration names ([pipeline.policy] file): what jobs start with."""
+    return config.resolve(config.get("pipeline", "policy", "file"))
+
+
 def load(path: str | Path) -> Policy:
     with open(path, "rb") as f:
         try:

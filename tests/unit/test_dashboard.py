@@ -1,4 +1,6 @@
-from stormwatch.dashboard import DashboardState, graph_svg, page, text_table
+from stormwatch.dashboard import DashboardState, Style, graph_svg, page, text_table
+
+STYLE = Style(colour=False, good_score=0.8, bad_score=0.3)
 
 
 def _state() -> DashboardState:
@@ -23,7 +25,7 @@ def test_the_graph_colours_services_by_health_and_rings_them_by_breaker_state():
 
 def test_the_table_and_page_show_every_service():
     state = _state()
-    table = text_table(state, colour=False)
+    table = text_table(state, STYLE)
     assert "llm-inference" in table and "OPEN" in table and "0.20" in table
     assert "gateway" in table
-    assert "<svg" in page(state) and 'http-equiv="refresh"' in page(state)
+    assert "<svg" in page(state, STYLE) and 'http-equiv="refresh"' in page(state, STYLE)

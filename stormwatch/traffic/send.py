@@ -1,0 +1,87 @@
+"""`stormwatch generate` and the demo: generated traffic (stream.outputs) onto Kafka, live or as fast
+as possible.
+
+Spans go to the source topic (otlp_spans) as ExportTraceServiceRequests; metrics to
+stormwatch_instance_metrics as native records keyed by instance, or to otlp_metrics as
+ExportMetricsServiceRequests. Live pace sends each message when its event time has come, so a run
+started at now looks to the jobs like a deployment's exporters.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stormwatch import catalog
+from stormwatch.config import Config
+from stormwatch.replay import paced, send
+from stormwatch.traffic.generator import Params, TraceGenerator
+from stormwatch.traffic.metrics import MetricsSettings
+from stormwatch.traffic.otlp import encode
+from stormwatch.traffic.schedule import Schedule
+from stormwatch.traffic.stream import MetricsFormat, Output, outputs
+
+
+@dataclass
+class Sent:
+    span_messages: int = 0
+    spans: int = 0
+    metrics_messages: int = 0
+
+    def line(self) -> str:
+        return (f"sent {self.spans:,} spans in {self.span_messages:,} message(s) "
+                f"and {self.metrics_messages:,} metrics message(s)")
+
+
+def generator_for(config: Config, schedule: Schedule, seed: int, start_unix_nano: int,
+                  with_metrics: bool = True) -> TraceGenerator:
+    settings = config.section("pipeline", "generator")
+    metrics = MetricsSettings(float(settings["metrics_interval_seconds"]),
+                              tuple(float(b) for b in settings["latency_bucket_bounds_ms"])) if with_metrics else None
+    return TraceGenerator(seed=seed, start_unix_nano=start_unix_nano, faults=schedule.faults,
+                          params=Params(retries=schedule.retries), load=schedule.load, metrics=metrics)
+
+
+def metrics_topic(config: Config, metrics_format: MetricsFormat) -> str:
+    if metrics_format == "otlp":
+        return config.get("pipeline", "generator", "otlp_metrics_topic")
+    return catalog.topics(config)["metrics"]
+
+
+def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: float | None, seed: int,
+             metrics_format: MetricsFormat | None = "native", live: bool = True, span_topic: str | None = None,
+             stop: threading.Event | None = None, on_sent: Callable[[Sent], None] | None = None,
+             now_ns: Callable[[], int] = time.time_ns) -> Sent:
+    """Generate `duration_s` (None: until `stop`) of traffic starting now and send it; live paces it to
+    the wall clock, otherwise it goes as fast as the broker takes it."""
+    stop = stop or threading.Event()
+    settings = config.section("pipeline", "generator")
+    generator = generator_for(config, schedule, seed, now_ns(), with_metrics=metrics_format is not None)
+    stream = outputs(generator, rate_per_s, duration_s, int(settings["export_batch_ms"]),
+                     int(settings["max_spans_per_message"]), metrics_format)
+    topics = {"spans": span_topic or catalog.topics(config)["source"],
+              "metrics": metrics_topic(config, metrics_format or "native")}
+    sent = Sent()
+
+    def records():
+        for output in paced(stream, lambda o: o.time_unix_nano, 1.0 if live else None, sleep=stop.wait):
+            if stop.is_set():
+                return
+            yield output
+
+    def counted(output: Output) -> tuple[str, bytes | None, bytes]:
+        if output.kind == "spans":
+            sent.span_messages += 1
+            sent.spans += output.spans
+        else:
+            sent.metrics_messages += 1
+        if on_sent:
+            on_sent(sent)
+        key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
+        return topics[output.kind], key, encode(output.value)
+
+    send(config, (counted(o) for o in records()), {topics['spans']} | ({topics['metrics']} if metrics_format else set()))
+    return sent
