@@ -121,12 +121,13 @@ class Instance:
     `headroom` is its capacity over its share of the service's nominal load (requests are spread
     evenly over the instances): 2.0 serves the nominal rate at utilisation 0.5, 1.25 at 0.8.
     `latency_factor` makes it slower at everything it does (older hardware); `workers` is how many
-    requests it works on at once.
+    requests it works on at once: many for an async HTTP/gRPC server, so it queues only when it runs out
+    of capacity; GPU instances batch a few.
     """
 
     headroom: float = 2.0
     latency_factor: float = 1.0
-    workers: int = 4
+    workers: int = 64
 
     def __post_init__(self) -> None:
         if self.headroom <= 0 or self.latency_factor <= 0 or self.workers < 1:

@@ -1,6 +1,8 @@
 """Pareto fronts and scaling decisions through the real Kafka and Flink: generated AI-chain traffic
 through flatten_spans -> topology -> health -> scaling. llm-inference answers in seconds (per-token
-decode) against the policy's 1000 ms SLO: saturated; retrieval answers in milliseconds: slack."""
+decode) against the policy's 1000 ms SLO: saturated; retrieval answers in milliseconds: slack. Merged into
+the same run, a second generator drives one more service, embedder, over its capacity and then drops
+its load: saturated, then slack."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from connectors.kafka import create_topics
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import produce
-from stormwatch.traffic.generator import TraceGenerator, encode, to_export_requests
-from tests.conftest import read_topic, run_bounded
+from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, Instance, LoadShape, Service, Topology,
+                                          TraceGenerator, encode, to_export_requests)
+from tests.conftest import read_topic, run_bounded, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -22,6 +25,15 @@ ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_br
          "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "pareto_fronts",
          "scaling_decisions")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
+END_S = 600
+# embedder: two instances sized for 10 traces/s at utilisation 0.8 (headroom 1.25), run at 1.6 times
+# that (utilisation 1.28: queues full, p99 at its 2000 ms queue limit) until LOAD_DROP_S, then at 0.4
+# times it (utilisation 0.32: tens of ms). Many workers an instance, so waits at low load stay short.
+LOAD_DROP_S = 150
+EMBEDDER = Topology(root="embedder", services=(
+    Service("embedder", "POST /v1/embed", "http", base_ms=20.0,
+            instances=(Instance(1.25, workers=16), Instance(1.25, workers=16))),))
+FALLING_LOAD = LoadShape(((LOAD_DROP_S, 1.6), (LOAD_DROP_S, 0.4)))
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +41,14 @@ def decided(config, kafka, flink_cluster):
     suffix = uuid.uuid4().hex[:8]
     names = {role: f"test_{role}_{suffix}" for role in ROLES}
     create_topics(config, {name: {"partitions": 2} for name in names.values()})
-    spans = sorted((s for t in TraceGenerator(seed=5).generate(5.0, 600) for s in t), key=lambda s: s.end_unix_nano)
+    chain = (s for t in TraceGenerator(seed=5).generate(5.0, END_S) for s in t)
+    # Its own generator (and random stream), so the chain's traffic is the same with or without it.
+    falling = TraceGenerator(seed=6, topology=EMBEDDER, load=FALLING_LOAD, nominal_rate_per_s=10.0)
+    spans = sorted([*chain, *(s for t in falling.generate(10.0, END_S) for s in t)], key=lambda s: s.end_unix_nano)
     produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
     run_bounded(names, ["flatten_spans", "topology", "health", "scaling"])
-    return {role: read_topic(config, names[role], 1, timeout=60) for role in ("pareto_fronts", "scaling_decisions")}
+    return {"names": names,
+            **{role: read_topic(config, names[role], 1, timeout=60) for role in ("pareto_fronts", "scaling_decisions")}}
 
 
 def _of(records: list[dict], service: str) -> list[dict]:
@@ -74,3 +90,64 @@ def test_slack_scales_in_only_after_the_stabilization_window(decided):
     first_ms = fronts[0]["window_end_ms"]
     assert scale_in[0]["window_end_ms"] - first_ms >= POLICY.scaling.scale_down_stabilization_seconds * 1000
     assert not [d for d in decisions if d["action"] == "scale_out"]
+
+
+def _holds_scale_in_back(front: dict) -> bool:
+    """Whether a window's front recommends at least the current replicas whatever their number: no front
+    (INSUFFICIENT_DATA), or its max-QPS point above the SLO (a scale-out, or WITHIN_TOLERANCE)."""
+    top = front["front"] and max(front["front"], key=lambda p: (p["qps"], -p["latency_ms"]))
+    return not top or top["latency_ms"] > POLICY.scaling.slo_for(front["service"])
+
+
+def test_falling_load_scales_in_only_after_the_stabilization_window(decided):
+    fronts = _of(decided["pareto_fronts"], "embedder")
+    decisions = _of(decided["scaling_decisions"], "embedder")
+    actions = [(d["window_end_ms"], d["action"], d["reason_code"]) for d in decisions]
+    drop_ms = DEFAULT_START_UNIX_NANO // 10**6 + LOAD_DROP_S * 1000
+    stabilization_ms = POLICY.scaling.scale_down_stabilization_seconds * 1000
+    # High load: saturated, scaled out before the drop.
+    out = [d for d in decisions if d["action"] == "scale_out"]
+    assert out and out[0]["window_end_ms"] <= drop_ms, actions
+    assert out[0]["recommendation"]["reason_code"] == "SATURATED_SCALE_OUT"
+    # Falling load: slack, scaled in, but only once no window of the last stabilization window asked
+    # for as many replicas (HPA's scale-down stabilization), so never sooner than that after the drop.
+    scale_in = [d for d in decisions if d["action"] == "scale_in"]
+    assert scale_in and scale_in[0]["recommendation"]["reason_code"] == "SLACK_SCALE_IN", actions
+    first_in = scale_in[0]["window_end_ms"]
+    assert first_in >= drop_ms + stabilization_ms, actions
+    last_held = max(f["window_end_ms"] for f in fronts if f["window_end_ms"] < first_in and _holds_scale_in_back(f))
+    assert last_held >= drop_ms, "the windows straddling the drop are still saturated"
+    assert first_in - last_held >= stabilization_ms, (last_held, actions)
+    assert scale_in[0]["desired_replicas"] < scale_in[0]["previous_desired_replicas"]
+    # Until then the slack windows were held as STABILIZING, never scaled in.
+    last_out = max(d["window_end_ms"] for d in out if d["window_end_ms"] < first_in)
+    between = [d for d in decisions if last_out < d["window_end_ms"] < first_in]
+    assert all(d["action"] == "hold" for d in between), actions
+    assert "STABILIZING" in {d["reason_code"] for d in between}, actions
+
+
+def test_no_direction_reverses_inside_a_stabilization_window(decided):
+    windows = {"scale_out": POLICY.scaling.scale_up_stabilization_seconds * 1000,
+               "scale_in": POLICY.scaling.scale_down_stabilization_seconds * 1000}
+    services = {d["service"] for d in decided["scaling_decisions"]}
+    assert {"embedder", "llm-inference", "retrieval"} <= services
+    for service in services:
+        moves = [d for d in _of(decided["scaling_decisions"], service) if d["action"] != "hold"]
+        for before, after in zip(moves, moves[1:]):
+            if after["action"] != before["action"]:
+                assert after["window_end_ms"] - before["window_end_ms"] >= windows[after["action"]], \
+                    (service, [(d["window_end_ms"], d["action"]) for d in moves])
+
+
+def test_current_scaling_answers_through_the_sql_client(decided, tmp_path):
+    query = tmp_path / "query.sql"
+    query.write_text("SELECT service, action, reason_code, desired_replicas, front_points FROM current_scaling "
+                     "WHERE service = 'llm-inference';\n")
+    answer = stormwatch("sql", *[f"--topic={role}={name}" for role, name in decided["names"].items()], "--file", str(query))
+    assert answer.returncode == 0, answer.stdout[-3000:]
+    newest = _of(decided["scaling_decisions"], "llm-inference")[-1]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in answer.stdout.splitlines() if line.startswith("|") and "llm-inference" in line]
+    assert [row[:4] for row in rows] == [["llm-inference", newest["action"], newest["reason_code"],
+                                          str(newest["desired_replicas"])]], answer.stdout[-3000:]
+    assert answer.stdout.count("1 row in set") == 1, answer.stdout[-3000:]
