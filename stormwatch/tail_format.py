@@ -20,9 +20,10 @@ _DECISION_FIELDS = {"decision_id", "sequence", "entity", "decision_type", "windo
 
 
 def _clock(ms: int | None) -> str:
-    if ms is None:
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%H:%M:%S")
+    except (TypeError, ValueError, OverflowError, OSError):  # missing, or not a time
         return "--:--:--"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%H:%M:%S")
 
 
 def _scalar(value) -> str:

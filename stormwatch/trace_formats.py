@@ -59,7 +59,11 @@ def hex_id(value: str | None, digits: int) -> str:
 
 
 def _micros_to_nanos(micros: int | float) -> int:
-    return round(float(micros) * 1000)
+    # Exact for whole microseconds: epoch ns (~1.7e18) is beyond what a float holds to the unit.
+    if isinstance(micros, int):
+        return micros * 1000
+    whole = int(micros)
+    return whole * 1000 + round((micros - whole) * 1000)
 
 
 def _value(value) -> dict:
