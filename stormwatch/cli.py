@@ -181,7 +181,7 @@ def cmd_policy(args) -> None:
 def cmd_demo(args) -> None:
     from stormwatch.demo import run_demo
 
-    run_demo(load(args.config), rate=args.rate, duration=args.duration, seed=args.seed)
+    run_demo(load(args.config), rate=args.rate, duration=args.duration, seed=args.seed, schedule_spec=args.schedule)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=20.0, help="traces per second")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--schedule", default="storm", help="the fault schedule: a preset or a file, as for generate")
     p.set_defaults(func=cmd_demo)
     return parser
 

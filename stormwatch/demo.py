@@ -1,4 +1,5 @@
-"""The live demo: local Kafka, the jobs on the embedded Flink, generated AI-chain traffic, output live.
+"""The live demo: local Kafka, every job on the embedded Flink, generated AI-chain traffic with a fault
+schedule, and what the jobs decide shown live in the terminal and on a local web page.
 
 Everything it starts it stops again on Ctrl-C (or after --duration); a broker that was already
 running is left running.
@@ -6,7 +7,6 @@ running is left running.
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import signal
@@ -14,17 +14,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from connectors.kafka import consumer, create_topics, producer
 from stormwatch import catalog
 from stormwatch.config import PROJECT_ROOT, Config
+from stormwatch.dashboard import DIM, DashboardState, Style, page, text_table
+from stormwatch.policy import default_file
+from stormwatch.policy import load as load_policy
 from stormwatch.runtime.kafka_broker import KafkaBroker
-from stormwatch.traffic.generator import TraceGenerator, encode, to_export_requests
+from stormwatch.tail_format import format_record
+from stormwatch.traffic.schedule import load_schedule
+from stormwatch.traffic.send import generate
 
-JOBS = ["flatten_spans"]
-REFRESH_S = 2.0
+# The whole chain: spans -> topology -> suspects; spans + metrics -> health -> scaling.
+JOBS = ["flatten_spans", "topology", "suspects", "health", "scaling"]
+# The outputs the demo watches, by topic role (catalog.TOPIC_ROLES).
+WATCHED = ["sink", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
+           "retry_decisions", "pareto_fronts", "scaling_decisions"]
+WAITING_EVERY_S = 5.0
 # Every this many seconds the demo also sends a message that is not OTLP, to show the dead letters.
 BAD_MESSAGE_EVERY_S = 15.0
 
@@ -33,10 +42,12 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run_demo(config: Config, rate: float, duration: float | None, seed: int) -> None:
+def run_demo(config: Config, rate: float, duration: float | None, seed: int, schedule_spec: str) -> None:
     # Ctrl-C and `kill` both stop the demo cleanly, even where the shell started it with SIGINT ignored.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    schedule = load_schedule(schedule_spec)
+    style = Style.of(load_policy(default_file(config)), colour=sys.stdout.isatty())
     broker = KafkaBroker(config)
     started_broker = broker.pid() is None
     say(broker.start())
@@ -44,20 +55,31 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int) -> 
         say(f"topic {line}")
     names = catalog.topics(config)
     jobs = [_start_job(config, job) for job in JOBS]
+    state, lock = DashboardState(), threading.Lock()
+    server = _serve_page(config, state, lock, style)
     stop = threading.Event()
-    producer_thread = threading.Thread(
-        target=_produce, args=(config, names["source"], rate, seed, stop), name="traffic", daemon=True
-    )
-    say(f"generating {rate:g} traces/s of gateway -> orchestrator -> llm-inference / retrieval / tool-runner "
-        f"into {names['source']}; the embedded Flink job takes ~15 s to start")
-    producer_thread.start()
+    threads = [
+        threading.Thread(target=generate, name="traffic", daemon=True,
+                         args=(config, schedule, rate, None, seed), kwargs={"stop": stop}),
+        threading.Thread(target=_send_bad_messages, name="bad-messages", daemon=True,
+                         args=(config, names["source"], stop)),
+    ]
+    say(f"generating {rate:g} traces/s of gateway -> orchestrator -> llm-inference / retrieval / tool-runner, "
+        f"with per-instance metrics, into {names['source']} and {names['metrics']}")
+    say(f"fault schedule {schedule.name}: {' '.join(schedule.description.split())}")
+    say(f"the page: http://127.0.0.1:{server.server_address[1]}/ (service graph, breakers, fronts)")
+    say("the embedded Flink jobs take a minute to start; windows close a slide after their end")
+    for thread in threads:
+        thread.start()
     try:
-        _show(config, names, stop, deadline=None if duration is None else time.monotonic() + duration)
+        _show(config, names, state, lock, style, deadline=None if duration is None else time.monotonic() + duration)
     except KeyboardInterrupt:
         pass
     finally:
         stop.set()
-        producer_thread.join(timeout=10)
+        for thread in threads:
+            thread.join(timeout=10)
+        server.shutdown()
         for job, proc in jobs:
             _stop_job(job, proc)
         if started_broker:
@@ -95,87 +117,88 @@ def _stop_job(job: str, proc: subprocess.Popen) -> None:
     say(f"job {job} stopped")
 
 
-def _produce(config: Config, topic: str, rate: float, seed: int, stop: threading.Event) -> None:
-    """Traces in event time from now on; each span is sent once its end time has come, as an SDK's
-    batch exporter would, so the stream is in end-time order like real traffic."""
-    traces = TraceGenerator(seed=seed, start_unix_nano=time.time_ns()).generate(rate)
-    upcoming = next(traces)
-    ended: list[tuple[int, int, object]] = []  # heap of (end time, sequence, span)
-    sequence = 0
+def _send_bad_messages(config: Config, topic: str, stop: threading.Event) -> None:
     client = producer(config)
-    last_bad = time.monotonic()
     try:
-        while not stop.is_set():
-            now = time.time_ns()
-            while min(s.start_unix_nano for s in upcoming) <= now:
-                for span in upcoming:
-                    heapq.heappush(ended, (span.end_unix_nano, sequence, span))
-                    sequence += 1
-                upcoming = next(traces)
-            due = []
-            while ended and ended[0][0] <= now:
-                due.append(heapq.heappop(ended)[2])
-            for request in to_export_requests(due):
-                client.send(topic, encode(request))
-            if time.monotonic() - last_bad > BAD_MESSAGE_EVERY_S:
-                client.send(topic, b'{"resourceSpans": "not a list"}')
-                last_bad = time.monotonic()
-            stop.wait(0.2)
+        while not stop.wait(BAD_MESSAGE_EVERY_S):
+            client.send(topic, b'{"resourceSpans": "not a list"}')
         client.flush()
     finally:
         client.close()
 
 
-@dataclass
-class _Window:
-    spans: int = 0
-    errors: int = 0
-    total_ms: float = 0.0
-    max_ms: float = 0.0
-    instances: set = field(default_factory=set)
+def _serve_page(config: Config, state: DashboardState, lock: threading.Lock, style: Style) -> ThreadingHTTPServer:
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path not in ("/", "/index.html"):
+                self.send_error(404)
+                return
+            with lock:
+                body = page(state, style).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # the terminal shows decisions, not requests
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", int(config.get("demo", "dashboard_port"))), Page)
+    threading.Thread(target=server.serve_forever, name="page", daemon=True).start()
+    return server
 
 
-def _show(config: Config, names: dict[str, str], stop: threading.Event, deadline: float | None) -> None:
-    client = consumer(config, names["sink"], names["dead_letters"], auto_offset_reset="latest", consumer_timeout_ms=200)
-    window: dict[str, _Window] = defaultdict(_Window)
-    dead: list[str] = []
-    total = 0
-    next_refresh = time.monotonic() + REFRESH_S
+def _news(role: str, record: dict) -> bool:
+    """Whether a record is a change worth a line of its own between the tables."""
+    if role == "breaker_decisions":
+        return record.get("state") != record.get("previous_state")
+    if role == "scaling_decisions":
+        return record.get("action") != "hold"
+    if role == "suspects":
+        return bool(record.get("flagged"))
+    return role == "retry_decisions"  # retry gates are published only when they change
+
+
+def _show(config: Config, names: dict[str, str], state: DashboardState, lock: threading.Lock, style: Style,
+          deadline: float | None) -> None:
+    roles = {names[role]: role for role in WATCHED}
+    client = consumer(config, *roles, auto_offset_reset="latest", consumer_timeout_ms=200)
+    spans, shown_window, next_waiting = 0, 0, time.monotonic()
+    dead: Counter[str] = Counter()  # reasons since the last table: late spans can come in thousands
     try:
         while deadline is None or time.monotonic() < deadline:
-            for record in client:
-                row = json.loads(record.value)
-                if record.topic == names["dead_letters"]:
-                    dead.append(f"{row['reason']} (offset {row['source_offset']})")
-                    continue
-                w = window[row["service_name"]]
-                w.spans += 1
-                w.errors += row["status_code"] == "STATUS_CODE_ERROR"
-                w.total_ms += row["duration_ms"]
-                w.max_ms = max(w.max_ms, row["duration_ms"])
-                w.instances.add(row["service_instance_id"])
-                if time.monotonic() >= next_refresh:
+            look_up = time.monotonic() + 1.0  # spans never pause for the consumer timeout: look up each second
+            for message in client:
+                if time.monotonic() >= look_up:
                     break
-            if time.monotonic() >= next_refresh:
-                total += sum(w.spans for w in window.values())
-                _print_window(window, dead, total)
-                window.clear()
+                try:
+                    record = json.loads(message.value)
+                except ValueError:
+                    continue
+                role = roles[message.topic]
+                if role == "sink":
+                    spans += 1
+                    continue
+                with lock:
+                    state.update(role, record)
+                if role == "dead_letters":
+                    dead[str(record.get("reason", "?")).split(":")[0]] += 1
+                elif _news(role, record):
+                    print(format_record(record, style), flush=True)
+            with lock:
+                window = max((r["window_end_ms"] for r in state.health.values()), default=0)
+                table = text_table(state, style) if window > shown_window else None
+            if table:
+                shown_window = window
+                clock = time.strftime("%H:%M:%S", time.gmtime(window / 1000))
+                print(f"--- health window ending {clock} UTC; {spans} spans flattened so far ---\n{table}", flush=True)
+            if dead and (table or not shown_window):
+                print("\n".join(style.paint(f"dead letter: {reason} x{n}", DIM) for reason, n in sorted(dead.items())),
+                      flush=True)
                 dead.clear()
-                next_refresh = time.monotonic() + REFRESH_S
+            elif not shown_window and time.monotonic() >= next_waiting:
+                say(f"waiting for the first health window: {spans} spans flattened so far ...")
+                next_waiting = time.monotonic() + WAITING_EVERY_S
     finally:
         client.close()
-
-
-def _print_window(window: dict[str, _Window], dead: list[str], total: int) -> None:
-    if not window and not dead:
-        say("waiting for flattened spans on Kafka ...")
-        return
-    lines = [f"--- last {REFRESH_S:g} s: {sum(w.spans for w in window.values())} spans "
-             f"({total} since start), from stormwatch_spans ---",
-             f"{'service':<16}{'instances':>10}{'spans':>8}{'errors':>8}{'mean ms':>10}{'max ms':>10}"]
-    for service in sorted(window):
-        w = window[service]
-        lines.append(f"{service:<16}{len(w.instances):>10}{w.spans:>8}{w.errors:>8}"
-                     f"{w.total_ms / w.spans:>10.1f}{w.max_ms:>10.1f}")
-    lines += [f"dead letter: {reason}" for reason in dead]
-    print("\n".join(lines), flush=True)
