@@ -160,6 +160,23 @@ def _news(role: str, record: dict) -> bool:
     return role == "retry_decisions"  # retry gates are published only when they change
 
 
+def _take(role: str, value: bytes, state: DashboardState, lock: threading.Lock, dead: Counter, style: Style) -> int:
+    """Fold one record into the state, print it if it is news; 1 for a flattened span."""
+    if role == "sink":
+        return 1
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return 0
+    with lock:
+        state.update(role, record)
+    if role == "dead_letters":
+        dead[str(record.get("reason", "?")).split(":")[0]] += 1
+    elif _news(role, record):
+        print(format_record(record, style), flush=True)
+    return 0
+
+
 def _show(config: Config, names: dict[str, str], state: DashboardState, lock: threading.Lock, style: Style,
           deadline: float | None) -> None:
     roles = {names[role]: role for role in WATCHED}
@@ -170,22 +187,9 @@ def _show(config: Config, names: dict[str, str], state: DashboardState, lock: th
         while deadline is None or time.monotonic() < deadline:
             look_up = time.monotonic() + 1.0  # spans never pause for the consumer timeout: look up each second
             for message in client:
+                spans += _take(roles[message.topic], message.value, state, lock, dead, style)
                 if time.monotonic() >= look_up:
                     break
-                try:
-                    record = json.loads(message.value)
-                except ValueError:
-                    continue
-                role = roles[message.topic]
-                if role == "sink":
-                    spans += 1
-                    continue
-                with lock:
-                    state.update(role, record)
-                if role == "dead_letters":
-                    dead[str(record.get("reason", "?")).split(":")[0]] += 1
-                elif _news(role, record):
-                    print(format_record(record, style), flush=True)
             with lock:
                 window = max((r["window_end_ms"] for r in state.health.values()), default=0)
                 table = text_table(state, style) if window > shown_window else None
