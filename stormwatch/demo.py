@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from connectors.kafka import consumer, create_topics, producer
 from stormwatch import catalog
@@ -54,7 +55,8 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
     for line in create_topics(config):
         say(f"topic {line}")
     names = catalog.topics(config)
-    jobs = [_start_job(config, job) for job in JOBS]
+    job_config = _job_config(config)
+    jobs = [_start_job(config, job_config, job) for job in JOBS]
     state, lock = DashboardState(), threading.Lock()
     server = _serve_page(config, state, lock, style)
     stop = threading.Event()
@@ -90,12 +92,22 @@ def say(text: str) -> None:
     print(f"[stormwatch] {text}", flush=True)
 
 
-def _start_job(config: Config, job: str) -> tuple[str, subprocess.Popen]:
+def _job_config(config: Config) -> Path:
+    """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since five
+    embedded jobs share the machine's cores and the demo's traffic is small."""
+    path = config.runtime_dir / "demo-jobs.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"base = {json.dumps(str(config.path))}\n[flink]\n"
+                    f"parallelism = {int(config.get('demo', 'job_parallelism'))}\n")
+    return path
+
+
+def _start_job(config: Config, job_config: Path, job: str) -> tuple[str, subprocess.Popen]:
     log_dir = config.runtime_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = (log_dir / f"demo-{job}.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(config.path), "run", job],
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(job_config), "run", job],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
