@@ -35,7 +35,8 @@ from connectors.kafka import consumer, create_topics, table_options  # noqa: E40
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.replay import produce  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
-from stormwatch.traffic.generator import TraceGenerator, encode, to_export_requests  # noqa: E402
+from stormwatch.traffic.generator import TraceGenerator, to_export_requests  # noqa: E402
+from stormwatch.traffic.otlp import encode  # noqa: E402
 
 BENCH_CONFIG = ROOT / "bench" / "stormwatch-bench.toml"
 DEFAULT_OUT = ROOT / "bench" / "results" / "topology_throughput.md"

@@ -209,18 +209,17 @@ class ReplaySummary:
 
 
 def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto", batch_ms: int | None = 1000,
-           speed: float | None = None, rebase_now: bool = False, encoder: Callable[[dict], bytes] = encode,
-           progress: IO[str] | None = None, now_ns: Callable[[], int] = time.time_ns) -> ReplaySummary:
+           speed: float | None = None, rebase_now: bool = False) -> ReplaySummary:
     """Read, convert, re-batch (unless `batch_ms` is None), rebase to now if asked, and send at `speed`."""
     requests = [r for p in paths for r in read_requests(Path(p), fmt)]
     if batch_ms is not None:
         requests = list(batch_requests(requests, batch_ms))
     if rebase_now:
-        delta = rebase_delta(requests, now_ns())
+        delta = rebase_delta(requests, time.time_ns())
         requests = [rebase(r, delta) for r in requests]
     ends = [last_end(r) for r in requests]
     spans = [sum(1 for _ in _spans(r)) for r in requests]
-    bar = Progress(len(requests), progress or sys.stderr)
+    bar = Progress(len(requests))
     started = time.monotonic()
     sent_spans = 0
 
@@ -231,7 +230,7 @@ def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto",
 
     items = paced(range(len(requests)), lambda i: ends[i], speed)
     try:
-        count = send(config, ((topic, None, encoder(requests[i])) for i in items), {topic}, on_sent=on_sent)
+        count = send(config, ((topic, None, encode(requests[i])) for i in items), {topic}, on_sent=on_sent)
     finally:
         bar.close()
     event_span_s = (max(ends) - first_end(requests)) / 1e9 if sum(spans) else 0.0

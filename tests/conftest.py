@@ -94,6 +94,13 @@ def stormwatch(*args: str, timeout: float = 300.0) -> subprocess.CompletedProces
     )
 
 
+def sql_client(names: dict[str, str], folder: Path, statements: str) -> subprocess.CompletedProcess:
+    """`stormwatch sql` over the topics `names` ({role: name}), running `statements` from a file."""
+    query = folder / "query.sql"
+    query.write_text(statements)
+    return stormwatch("sql", *[f"--topic={role}={name}" for role, name in names.items()], "--file", str(query))
+
+
 def run_bounded(names: dict[str, str], jobs: list[str]) -> None:
     """Run `jobs` one after another as bounded replays over the topics `names` ({role: name}), each
     with its own consumer group, as a chain would run live."""

@@ -1,9 +1,9 @@
 """Deterministic OTLP traces of an AI tool chain: gateway -> orchestrator -> LLM inference, retrieval, tools.
 
 `TraceGenerator` draws every trace from one seeded `random.Random`, ids included, so the same seed and
-parameters give the same spans and, through `to_export_requests` and `encode`, the same bytes. The
-messages are ExportTraceServiceRequests as the OpenTelemetry Collector's kafka exporter writes them with
-`encoding: otlp_json`, which is what sql/tables/otlp_spans.sql reads. Event time is the start time plus
+parameters give the same spans and, through `to_export_requests` and `stormwatch.traffic.otlp.encode`,
+the same bytes. The messages are ExportTraceServiceRequests as the OpenTelemetry Collector's kafka
+exporter writes them with `encoding: otlp_json`, which is what sql/tables/otlp_spans.sql reads. Event time is the start time plus
 the generator's own clock; the wall clock is never read.
 
 The call graph is data (`Topology`). Each service runs on several `Instance`s of different capacity:
@@ -33,7 +33,6 @@ from typing import Literal, Protocol
 
 from stormwatch.traffic.metrics import InstanceInfo, InstanceInterval, MetricsRecorder, MetricsSettings
 from stormwatch.traffic.otlp import SCOPE, AttributeValue, attributes_json, resource_json
-from stormwatch.traffic.otlp import encode  # noqa: F401  (callers take the span messages' encoding from here)
 
 # 2026-01-01T00:00:00Z: a fixed default, so output does not depend on when it is generated.
 DEFAULT_START_UNIX_NANO = 1_767_225_600 * 10**9

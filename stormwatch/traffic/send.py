@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from stormwatch import catalog
@@ -52,17 +51,16 @@ def metrics_topic(config: Config, metrics_format: MetricsFormat) -> str:
 
 
 def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: float | None, seed: int,
-             metrics_format: MetricsFormat | None = "native", live: bool = True, span_topic: str | None = None,
-             stop: threading.Event | None = None, on_sent: Callable[[Sent], None] | None = None,
-             now_ns: Callable[[], int] = time.time_ns) -> Sent:
+             metrics_format: MetricsFormat | None = "native", live: bool = True,
+             stop: threading.Event | None = None) -> Sent:
     """Generate `duration_s` (None: until `stop`) of traffic starting now and send it; live paces it to
     the wall clock, otherwise it goes as fast as the broker takes it."""
     stop = stop or threading.Event()
     settings = config.section("pipeline", "generator")
-    generator = generator_for(config, schedule, seed, now_ns(), with_metrics=metrics_format is not None)
+    generator = generator_for(config, schedule, seed, time.time_ns(), with_metrics=metrics_format is not None)
     stream = outputs(generator, rate_per_s, duration_s, int(settings["export_batch_ms"]),
                      int(settings["max_spans_per_message"]), metrics_format)
-    topics = {"spans": span_topic or catalog.topics(config)["source"],
+    topics = {"spans": catalog.topics(config)["source"],
               "metrics": metrics_topic(config, metrics_format or "native")}
     sent = Sent()
 
@@ -78,8 +76,6 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
             sent.spans += output.spans
         else:
             sent.metrics_messages += 1
-        if on_sent:
-            on_sent(sent)
         key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
         return topics[output.kind], key, encode(output.value)
 

@@ -12,9 +12,9 @@ from connectors.kafka import create_topics
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
-from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, FaultWindow, Params, TraceGenerator, encode,
-                                          to_export_requests)
-from tests.conftest import read_topic, run_bounded, stormwatch
+from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, FaultWindow, Params, TraceGenerator, to_export_requests
+from stormwatch.traffic.otlp import encode
+from tests.conftest import read_topic, run_bounded, sql_client, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
 
@@ -126,10 +126,9 @@ def trainticket(config, kafka, flink_cluster):
 
 
 def test_current_health_and_breakers_answer_through_the_sql_client(storm, tmp_path):
-    query = tmp_path / "query.sql"
-    query.write_text("SELECT entity, state, max_retries FROM current_breakers WHERE entity = 'service:llm-inference';\n"
-                     "SELECT entity, status FROM current_health WHERE entity = 'service:llm-inference';\n")
-    answer = stormwatch("sql", *[f"--topic={role}={name}" for role, name in storm["names"].items()], "--file", str(query))
+    answer = sql_client(storm["names"], tmp_path,
+                        "SELECT entity, state, max_retries FROM current_breakers WHERE entity = 'service:llm-inference';\n"
+                        "SELECT entity, status FROM current_health WHERE entity = 'service:llm-inference';\n")
     assert answer.returncode == 0, answer.stdout[-3000:]
     newest = by_entity(storm["breaker_decisions"])["service:llm-inference"][-1]
     assert newest["state"] == "CLOSED"

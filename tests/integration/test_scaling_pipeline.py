@@ -15,8 +15,9 @@ from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import produce
 from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, Instance, LoadShape, Service, Topology,
-                                          TraceGenerator, encode, to_export_requests)
-from tests.conftest import read_topic, run_bounded, stormwatch
+                                          TraceGenerator, to_export_requests)
+from stormwatch.traffic.otlp import encode
+from tests.conftest import read_topic, run_bounded, sql_client
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -140,10 +141,9 @@ def test_no_direction_reverses_inside_a_stabilization_window(decided):
 
 
 def test_current_scaling_answers_through_the_sql_client(decided, tmp_path):
-    query = tmp_path / "query.sql"
-    query.write_text("SELECT service, action, reason_code, desired_replicas, front_points FROM current_scaling "
-                     "WHERE service = 'llm-inference';\n")
-    answer = stormwatch("sql", *[f"--topic={role}={name}" for role, name in decided["names"].items()], "--file", str(query))
+    answer = sql_client(decided["names"], tmp_path,
+                        "SELECT service, action, reason_code, desired_replicas, front_points FROM current_scaling "
+                        "WHERE service = 'llm-inference';\n")
     assert answer.returncode == 0, answer.stdout[-3000:]
     newest = _of(decided["scaling_decisions"], "llm-inference")[-1]
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -22,9 +22,9 @@ from stormwatch.traffic.generator import (
     Service,
     Topology,
     TraceGenerator,
-    encode,
     to_export_requests,
 )
+from stormwatch.traffic.otlp import encode
 from tests.otlp_reference import spans_of_request
 
 SERVER, CLIENT, INTERNAL = 2, 3, 1
