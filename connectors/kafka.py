@@ -9,6 +9,7 @@ silently dropped.
 from __future__ import annotations
 
 import logging
+import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
@@ -108,9 +109,35 @@ def create_topics(config: Config, specs: dict[str, dict] | None = None) -> list[
                 client.create_topics(new)
             except TopicAlreadyExistsError:
                 pass  # created concurrently by another caller; what we wanted exists
+            _await_listing(client, {t.name for t in new}, listed=True)
         return lines
     finally:
         client.close()
+
+
+def delete_topics(config: Config, names: set[str]) -> None:
+    """Delete those of `names` that exist, and return once the broker no longer lists them."""
+    client = admin(config)
+    try:
+        existing = names & set(client.list_topics())
+        if existing:
+            client.delete_topics(sorted(existing))
+            _await_listing(client, existing, listed=False)
+    finally:
+        client.close()
+
+
+def _await_listing(client: KafkaAdminClient, names: set[str], listed: bool, timeout_s: float = 30.0) -> None:
+    # The controller acknowledges a change before every broker's metadata shows it: wait, so the next
+    # client (a producer, require_topics) sees what was just created or deleted.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        shown = names & set(client.list_topics())
+        if shown == (names if listed else set()):
+            return
+        if time.monotonic() > deadline:
+            raise KafkaError(f"topics {sorted(names)} still {'not ' if listed else ''}listed after {timeout_s:g} s")
+        time.sleep(0.1)
 
 
 def table_options(config: Config, topic: str, **extra: str) -> str:

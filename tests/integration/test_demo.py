@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka import delete_topics
 from stormwatch.config import PROJECT_ROOT, load
 from stormwatch.demo import JOBS
 from tests.conftest import TEST_CONFIG
@@ -69,7 +70,11 @@ def demo(kafka, tmp_path_factory):
     (folder / "storm.toml").write_text(SCHEDULE)
     config_path = folder / "stormwatch.toml"
     config_path.write_text(f"base = {str(TEST_CONFIG)!r}\n{LIVE}")
-    url = f"http://127.0.0.1:{load(config_path).get('demo', 'dashboard_port')}/"
+    config = load(config_path)
+    url = f"http://127.0.0.1:{config.get('demo', 'dashboard_port')}/"
+    # The demo uses the configured topics and consumer groups: start them empty, as on a fresh machine,
+    # not behind the backlog of earlier runs on the session broker.
+    delete_topics(config, set(config.topics))
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormwatch.cli", "--config", str(config_path), "demo", "--rate", "10",
          "--schedule", str(folder / "storm.toml")],
