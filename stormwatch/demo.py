@@ -26,7 +26,7 @@ from stormwatch.policy import default_file
 from stormwatch.policy import load as load_policy
 from stormwatch.runtime.kafka_broker import KafkaBroker
 from stormwatch.tail_format import format_record
-from stormwatch.traffic.schedule import load_schedule
+from stormwatch.traffic.schedule import Schedule, load_schedule
 from stormwatch.traffic.send import generate
 
 # The whole chain: spans -> topology -> suspects; spans + metrics -> health -> scaling.
@@ -59,10 +59,10 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
     jobs = [_start_job(config, job_config, job) for job in JOBS]
     state, lock = DashboardState(), threading.Lock()
     server = _serve_page(config, state, lock, style)
-    stop = threading.Event()
+    stop, flattening = threading.Event(), threading.Event()
     threads = [
-        threading.Thread(target=generate, name="traffic", daemon=True,
-                         args=(config, schedule, rate, None, seed), kwargs={"stop": stop}),
+        threading.Thread(target=_traffic_once_flattening, name="traffic", daemon=True,
+                         args=(config, schedule, rate, seed, flattening, stop)),
         threading.Thread(target=_send_bad_messages, name="bad-messages", daemon=True,
                          args=(config, names["source"], stop)),
     ]
@@ -70,11 +70,13 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         f"with per-instance metrics, into {names['source']} and {names['metrics']}")
     say(f"fault schedule {schedule.name}: {' '.join(schedule.description.split())}")
     say(f"the page: http://127.0.0.1:{server.server_address[1]}/ (service graph, breakers, fronts)")
-    say("the embedded Flink jobs take a minute to start; windows close a slide after their end")
+    say("the embedded Flink jobs take a minute to start; the traffic starts once flatten_spans reads, "
+        "and windows close a slide after their end")
     for thread in threads:
         thread.start()
     try:
-        _show(config, names, state, lock, style, deadline=None if duration is None else time.monotonic() + duration)
+        _show(config, names, state, lock, style, flattening,
+              deadline=None if duration is None else time.monotonic() + duration)
     except KeyboardInterrupt:
         pass
     finally:
@@ -129,12 +131,28 @@ def _stop_job(job: str, proc: subprocess.Popen) -> None:
     say(f"job {job} stopped")
 
 
+def _traffic_once_flattening(config: Config, schedule: Schedule, rate: float, seed: int, flattening: threading.Event,
+                             stop: threading.Event) -> None:
+    """Live traffic from the moment flatten_spans reads. Traffic sent while the jobs start would be a
+    backlog, read from the topic's partitions at different speeds, and the spans it writes out of
+    event-time order would be late for the next jobs' watermark."""
+    while not flattening.wait(1.0):
+        if stop.is_set():
+            return
+    say("flatten_spans reads (a bad message reached the dead letters): the traffic starts now")
+    generate(config, schedule, rate, None, seed, stop=stop)
+
+
 def _send_bad_messages(config: Config, topic: str, stop: threading.Event) -> None:
+    """A message that is not OTLP now and every BAD_MESSAGE_EVERY_S: its dead letter also shows that
+    flatten_spans is reading."""
     client = producer(config)
     try:
-        while not stop.wait(BAD_MESSAGE_EVERY_S):
+        while True:
             client.send(topic, b'{"resourceSpans": "not a list"}')
-        client.flush()
+            client.flush()
+            if stop.wait(BAD_MESSAGE_EVERY_S):
+                break
     finally:
         client.close()
 
@@ -190,7 +208,7 @@ def _take(role: str, value: bytes, state: DashboardState, lock: threading.Lock, 
 
 
 def _show(config: Config, names: dict[str, str], state: DashboardState, lock: threading.Lock, style: Style,
-          deadline: float | None) -> None:
+          flattening: threading.Event, deadline: float | None) -> None:
     roles = {names[role]: role for role in WATCHED}
     client = consumer(config, *roles, auto_offset_reset="latest", consumer_timeout_ms=200)
     spans, shown_window, next_waiting = 0, 0, time.monotonic()
@@ -199,7 +217,10 @@ def _show(config: Config, names: dict[str, str], state: DashboardState, lock: th
         while deadline is None or time.monotonic() < deadline:
             look_up = time.monotonic() + 1.0  # spans never pause for the consumer timeout: look up each second
             for message in client:
-                spans += _take(roles[message.topic], message.value, state, lock, dead, style)
+                role = roles[message.topic]
+                if role == "dead_letters":
+                    flattening.set()
+                spans += _take(role, message.value, state, lock, dead, style)
                 if time.monotonic() >= look_up:
                     break
             with lock:

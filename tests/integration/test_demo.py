@@ -108,6 +108,13 @@ def test_the_terminal_shows_health_breakers_and_dead_letters_live(demo):
     assert re.search(r"RETRY_GATE\s+service:llm-inference.*max_retries=0", out), out[-4000:]
 
 
+def test_traffic_waits_for_the_jobs_so_no_span_is_late(demo):
+    # Traffic sent while the jobs start would be read back out of event-time order and dead-lettered.
+    out = demo["out"]
+    assert "the traffic starts now" in out
+    assert "dead letter: late span" not in out, out[-4000:]
+
+
 def test_the_page_draws_the_service_graph_and_fronts_in_headless_chromium(demo):
     if not CHROMIUM:
         if os.environ.get("STORMWATCH_REQUIRE_CHROMIUM"):
