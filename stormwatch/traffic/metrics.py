@@ -180,9 +180,10 @@ class MetricsRecorder:
         return out
 
     def drain(self, until_unix_nano: int) -> list[InstanceInterval]:
-        """Every interval left, through the last recorded request or busy time and at least to `until`."""
-        last = max([until_unix_nano] + [end for p in self._pending.values()
-                                        for end in [r[1] for r in p.requests] + [w[1] for w in p.work]])
+        """Every interval left through the last recorded request's end, at least to `until`. Work whose
+        caller gave up can keep an overloaded instance busy long after that: it is not waited for, or a
+        run of a given duration would go on reporting metrics of no request."""
+        last = max([until_unix_nano] + [r[1] for p in self._pending.values() for r in p.requests])
         out = []
         while self._next_start < last:
             out += self.closed(self._end_of(self._next_start))

@@ -131,6 +131,17 @@ def test_metrics_come_after_every_span_that_ended_in_their_interval(native):
             assert all(end >= output.time_unix_nano for end in later)
 
 
+
+def test_metrics_stop_with_the_interval_of_the_last_span():
+    # An overloaded llm-inference keeps working for callers that gave up: that must not keep a run of
+    # a given duration reporting intervals of no request.
+    storm = FaultWindow(service="llm-inference", start_s=5, end_s=DURATION_S, capacity_factor=0.1)
+    out = list(outputs(TraceGenerator(seed=3, faults=[storm], metrics=SETTINGS), RATE, DURATION_S, BATCH_MS,
+                       MAX_SPANS, "native"))
+    last_span_end = max(s.end for o in out if o.kind == "spans" for s in spans_of_request(o.value))
+    last_metrics = max(o.time_unix_nano for o in out if o.kind == "metrics")
+    assert last_metrics - last_span_end <= SETTINGS.interval_s * 1e9
+
 def _otlp_points(request: dict) -> dict:
     """(instance, interval end) -> {metric name: metric} of an ExportMetricsServiceRequest."""
     out = {}
