@@ -77,8 +77,13 @@ class PolicyControlled(KeyedBroadcastProcessFunction):
 
     def open(self, runtime_context):
         descriptor = ValueStateDescriptor("entity", Types.PICKLED_BYTE_ARRAY())
-        # An entity that stops reporting (a removed service, a vanished edge) is forgotten.
-        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.days(self.state_ttl_days)).build())
+        # An entity that stops reporting (a removed service, a vanished edge) is forgotten. Cleanup is
+        # named explicitly: PyFlink's default adds a RocksDB compaction-filter strategy whose Duration
+        # needs a Py4J gateway, which a TaskManager of a standalone cluster does not have.
+        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.days(self.state_ttl_days))
+                                       .disable_cleanup_in_background()
+                                       .cleanup_incrementally(10, False)
+                                       .build())
         self.entity = runtime_context.get_state(descriptor)
         self.parsed: tuple[str, Policy] | None = None
 

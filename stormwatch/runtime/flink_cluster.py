@@ -194,7 +194,9 @@ class FlinkCluster:
         for sub in ("conf", "lib", "opt", "log", "pid", "tmp"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         # lib/ and opt/ are the distribution's plus ours, as links: nothing is copied or changed.
-        _link_all(self.home / "lib", [*(dist / "lib").glob("*.jar"), *connector])
+        # flink-python goes to lib/ too: the JobManager must load the Python operators of a
+        # DataStream job's graph (EmbeddedPythonProcessOperator) before any job jar is there.
+        _link_all(self.home / "lib", [*(dist / "lib").glob("*.jar"), *(dist / "opt").glob("flink-python-*.jar"), *connector])
         _link_all(self.home / "opt", [*(dist / "opt").glob("*.jar"), *gateway])
         for f in (dist / "conf").iterdir():
             if f.name != "config.yaml":
