@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JARS := runtime/jars
 
-.PHONY: bootstrap demo test unit clean lock stop
+.PHONY: bootstrap demo test unit bench clean lock stop
 
 bootstrap: $(VENV)/.installed $(JARS)/.fetched
 
@@ -29,6 +29,10 @@ test: bootstrap
 
 unit: bootstrap
 	$(BIN)/pytest tests/unit
+
+# Every benchmark against the real Kafka and Flink (about 40 minutes): bench/results/all.md.
+bench: bootstrap
+	$(BIN)/python bench/run_all.py
 
 stop:
 	-$(BIN)/stormwatch flink stop

@@ -35,7 +35,7 @@ from connectors.kafka import consumer, create_topics, table_options  # noqa: E40
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.replay import produce  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
-from stormwatch.traffic.generator import TraceGenerator, to_export_requests  # noqa: E402
+from stormwatch.traffic.generator import DEFAULT_TOPOLOGY, Topology, TraceGenerator, to_export_requests  # noqa: E402
 from stormwatch.traffic.otlp import encode  # noqa: E402
 
 BENCH_CONFIG = ROOT / "bench" / "stormwatch-bench.toml"
@@ -52,10 +52,10 @@ TARGET_RATIO = 0.6
 CHAIN_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages")
 
 
-def messages_of(spans_wanted: int) -> tuple[list[bytes], int]:
+def messages_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> tuple[list[bytes], int]:
     """At least `spans_wanted` spans in whole traces, as Collector messages; (messages, span count)."""
     spans = []
-    for trace in TraceGenerator(seed=SEED).generate(TRACE_RATE):
+    for trace in TraceGenerator(seed=SEED, topology=topology).generate(TRACE_RATE):
         spans.extend(trace)
         if len(spans) >= spans_wanted:
             break

@@ -1,0 +1,307 @@
+"""Every job on a standalone Flink cluster, fed live generated traffic with the storm schedule: how long
+after a window can close its records are on Kafka, how long after a fault its first decisions come, and
+the TaskManager's memory over the run.
+
+The benchmark's own broker and cluster (bench/stormwatch-bench.toml) run the five jobs
+(flatten_spans, topology, suspects, health, scaling) at parallelism 1 with a 5 s watermark, as a live
+deployment does. The configured topics are made anew, with `message.timestamp.type=LogAppendTime`, so
+each record's Kafka timestamp is the moment the broker appended it. The traffic starts once every job
+is RUNNING and flatten_spans has dead-lettered a probe message, and is paced to the wall clock: its
+event time is the wall clock, so a window [start, end) can close at wall time end + out-of-orderness.
+
+    .venv/bin/python bench/live_pipeline.py [--minutes 10] [--rate 20] [--out bench/results/live_pipeline.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import results_file  # noqa: E402  (bench/, beside this file)
+from topology_throughput import BENCH_CONFIG  # noqa: E402
+
+from connectors.kafka import consumer, create_topics, delete_topics, producer  # noqa: E402
+from stormwatch import catalog  # noqa: E402
+from stormwatch.config import Config, load  # noqa: E402
+from stormwatch.demo import JOBS  # noqa: E402
+from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
+from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
+from stormwatch.runtime.processes import wait_until  # noqa: E402
+from stormwatch.traffic.schedule import load_schedule  # noqa: E402
+from stormwatch.traffic.send import generate  # noqa: E402
+
+DEFAULT_OUT = ROOT / "bench" / "results" / "live_pipeline.md"
+JOBS_DIR = ROOT / "jobs"
+SCHEDULE = "storm"
+FAULTY = "llm-inference"
+SEED = 7
+SAMPLE_EVERY_S = 10.0
+# Outputs with window bounds, by topic role, in the order data flows through the jobs.
+WINDOWED = ["edges", "service_windows", "latency_stages", "error_breaks", "topology_snapshots", "suspects",
+            "instance_windows", "health", "breaker_decisions", "retry_decisions", "pareto_fronts", "scaling_decisions"]
+TM_METRICS = ["Status.JVM.Memory.Heap.Used", "Status.JVM.Memory.NonHeap.Used", "Status.JVM.Memory.Direct.MemoryUsed",
+              "Status.Flink.Memory.Managed.Used"]
+
+
+def live_config(bench: Config) -> Path:
+    """The benchmark's configuration for a live deployment: one slot per job, parallelism 1, 5 s watermark."""
+    path = bench.runtime_dir / "live-pipeline.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"base = {json.dumps(str(bench.path))}\n[flink]\nparallelism = 1\ntaskmanager_slots = {len(JOBS)}\n"
+                    "[pipeline.spans]\nwatermark_out_of_orderness_seconds = 5\n")
+    return path
+
+
+def fresh_topics(config: Config) -> None:
+    delete_topics(config, set(config.topics))
+    create_topics(config, {name: {**spec, "config": {**spec.get("config", {}), "message.timestamp.type": "LogAppendTime"}}
+                           for name, spec in config.topics.items()})
+
+
+class Collector(threading.Thread):
+    """Every record of the watched topics with its append time, from the start of the run."""
+
+    def __init__(self, config: Config, roles: dict[str, str]) -> None:
+        super().__init__(name="collector", daemon=True)
+        self.roles = roles  # topic -> role
+        self.client = consumer(config, *roles, consumer_timeout_ms=500)
+        self.records: list[tuple[str, int, dict]] = []  # (role, append time ms, value)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for message in self.client:
+                try:
+                    value = json.loads(message.value)
+                except ValueError:
+                    continue
+                self.records.append((self.roles[message.topic], message.timestamp, value))
+                if self.stop.is_set():
+                    break
+        self.client.close()
+
+    def of(self, role: str) -> list[tuple[int, dict]]:
+        return [(t, v) for r, t, v in list(self.records) if r == role]
+
+
+class MemorySampler(threading.Thread):
+    """The TaskManager's JVM memory (Flink's metrics over REST) and its process's resident set."""
+
+    def __init__(self, cluster: FlinkCluster) -> None:
+        super().__init__(name="memory", daemon=True)
+        self.cluster = cluster
+        self.samples: list[dict[str, float]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        while not self.stop.wait(SAMPLE_EVERY_S):
+            sample = {"minute": (time.monotonic() - start) / 60, **self._jvm(), "rss": _rss_bytes(self._pid())}
+            self.samples.append(sample)
+
+    def _jvm(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"{self.cluster.rest_url}/taskmanagers", timeout=5) as r:
+            [tm] = json.load(r)["taskmanagers"]
+        url = f"{self.cluster.rest_url}/taskmanagers/{tm['id']}/metrics?get={','.join(TM_METRICS)}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return {m["id"]: float(m["value"]) for m in json.load(r)}
+
+    def _pid(self) -> int:
+        [pid_file] = (self.cluster.home / "pid").glob("flink-*-taskexecutor.pid")
+        return int(pid_file.read_text().split()[0])
+
+
+def _rss_bytes(pid: int) -> float:
+    """Resident set of `pid` and its descendants (Python workers, were any started outside the JVM)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children[int(fields[1])].append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            rss = next(line for line in Path(f"/proc/{p}/status").read_text().splitlines() if line.startswith("VmRSS:"))
+            total += int(rss.split()[1]) * 1024
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def submit_all(config: Config, cluster: FlinkCluster) -> list[str]:
+    ids = [cluster.submit(JOBS_DIR / f"{job}.py", ["--config", str(config.path), "--from-earliest"]) for job in JOBS]
+    wait_until(lambda: {j["jid"]: j["state"] for j in cluster.jobs() if j["jid"] in ids} == dict.fromkeys(ids, "RUNNING"),
+               180, "every job RUNNING")
+    return ids
+
+
+def await_flattening(config: Config, collector: Collector, source: str) -> None:
+    """A message that is not OTLP until its dead letter is back: flatten_spans then reads the topic."""
+    client = producer(config)
+    try:
+        deadline = time.monotonic() + 300
+        while not collector.of("dead_letters"):
+            if time.monotonic() > deadline:
+                raise SystemExit("flatten_spans dead-lettered no probe message in 300 s; see the cluster's logs")
+            client.send(source, b"probe: not OTLP")
+            client.flush()
+            time.sleep(5)
+    finally:
+        client.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0, help="minutes of live traffic")
+    parser.add_argument("--rate", type=float, default=20.0, help="traces per second")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
+    args = parser.parse_args(argv)
+    command = "cd /work/main && .venv/bin/python bench/live_pipeline.py" + "".join(f" {a}" for a in argv)
+    config = load(live_config(load(args.config)))
+    names = catalog.topics(config)
+    broker, cluster = KafkaBroker(config), FlinkCluster(config)
+    started_broker, schedule = broker.pid() is None, load_schedule(SCHEDULE)
+    print(broker.start(), flush=True)
+    try:
+        if cluster.pids():  # its slots must match this run's jobs
+            print(cluster.stop(), flush=True)
+        print(cluster.start(), flush=True)
+        fresh_topics(config)
+        collector = Collector(config, {names[r]: r for r in [*WINDOWED, "dead_letters"]})
+        collector.start()
+        jobs = submit_all(config, cluster)
+        print(f"jobs RUNNING: {dict(zip(JOBS, jobs))}", flush=True)
+        await_flattening(config, collector, names["source"])
+        memory = MemorySampler(cluster)
+        memory.start()
+        t0_ms = time.time_ns() // 10**6
+        print(f"traffic: {args.rate:g} traces/s for {args.minutes:g} min, schedule {SCHEDULE}", flush=True)
+        sent = generate(config, schedule, args.rate, args.minutes * 60, SEED)
+        time.sleep(60)  # windows that close on the last spans' watermark
+        memory.stop.set()
+        collector.stop.set()
+        memory.join(timeout=30)
+        collector.join(timeout=30)
+        lines = report(config, command, args, schedule, t0_ms, sent, collector, memory.samples)
+        for job in jobs:
+            cluster.cancel(job)
+    finally:
+        print(cluster.stop(), flush=True)
+        if started_broker:
+            print(broker.stop(), flush=True)
+    results_file.write(args.out, lines)
+
+
+def report(config, command, args, schedule, t0_ms, sent, collector: Collector, samples) -> list[str]:
+    ooo_ms = int(config.get("pipeline", "spans", "watermark_out_of_orderness_seconds")) * 1000
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    [fault] = [f for f in schedule.faults if f.service == FAULTY]
+    fault_ms, fault_end_ms = t0_ms + round(fault.start_s * 1000), t0_ms + round(fault.end_s * 1000)
+    lines = results_file.heading("Live pipeline: decision latency, time to the first decision, TaskManager memory", command) + [
+        f"- Date: {now}",
+        f"- Flink: standalone cluster of the benchmark ({config.get('flink', 'taskmanager_memory')} TaskManager, "
+        f"{len(JOBS)} slots), jobs {', '.join(JOBS)} at parallelism 1, watermark {ooo_ms // 1000} s out of order",
+        f"- Traffic: {args.rate:g} traces/s for {args.minutes:g} min paced to the wall clock (seed {SEED}), "
+        f"{sent.spans:,} spans in {sent.span_messages:,} messages and {sent.metrics_messages:,} metrics records; "
+        f"schedule `{SCHEDULE}`: {FAULTY} faulty from {fault.start_s:g} s to {fault.end_s:g} s",
+        "",
+        "## Decision latency",
+        "",
+        "From the moment a window can close (its end + the watermark's out-of-orderness, on the wall clock, "
+        "which live traffic's event time follows) to the broker's append time of the record (topics with "
+        "`message.timestamp.type=LogAppendTime`). A record downstream of another job includes that job's "
+        "latency: suspects come after topology, decisions after health, scaling after health's windows.",
+        "",
+        "| output | records | p50 ms | p99 ms | max ms |",
+        "|---|---|---|---|---|",
+    ]
+    for role in WINDOWED:
+        latencies = [t - (v["window_end_ms"] + ooo_ms) for t, v in collector.of(role) if "window_end_ms" in v]
+        if latencies:
+            lines.append(f"| {catalog.topics(config)[role]} | {len(latencies):,} | {percentile(latencies, 0.5):,.0f} "
+                         f"| {percentile(latencies, 0.99):,.0f} | {max(latencies):,.0f} |")
+        else:
+            lines.append(f"| {catalog.topics(config)[role]} | 0 | | | |")
+
+    def first(role: str, predicate, after_ms: int) -> str:
+        hits = sorted((v["window_end_ms"], t) for t, v in collector.of(role) if v.get("window_end_ms", 0) > after_ms
+                      and predicate(v))
+        if not hits:
+            return "| none | |"
+        window_end, appended = hits[0]
+        return f"| {(window_end - after_ms) / 1000:.1f} s | {(appended - after_ms) / 1000:.1f} s |"
+
+    entity = f"service:{FAULTY}"
+    lines += [
+        "",
+        "## From the fault to its first decisions",
+        "",
+        f"The fault starts at {fault.start_s:g} s of traffic and ends at {fault.end_s:g} s. *Event time*: the first "
+        "such record's window end minus the fault's start (or end); *wall*: its append time minus the same moment.",
+        "",
+        "| first record | event time | wall |",
+        "|---|---|---|",
+        f"| breaker of {entity} OPEN " + first("breaker_decisions", lambda v: v["entity"]["key"] == entity
+                                               and v["state"] == "OPEN", fault_ms),
+        f"| retry gate of {entity} at 0 retries " + first("retry_decisions", lambda v: v["entity"]["key"] == entity
+                                                          and v["max_retries"] == 0, fault_ms),
+        f"| {FAULTY} flagged suspect #1 " + first("suspects", lambda v: v["service"] == FAULTY and v["flagged"]
+                                                  and v["rank"] == 1, fault_ms),
+        f"| {FAULTY} scale-out " + first("scaling_decisions", lambda v: v["service"] == FAULTY
+                                         and v["action"] == "scale_out", fault_ms),
+        f"| after the fault's end: breaker of {entity} CLOSED " + first(
+            "breaker_decisions", lambda v: v["entity"]["key"] == entity and v["state"] == "CLOSED", fault_end_ms),
+    ]
+    dead = Counter(str(v.get("reason", "?")).split(":")[0] for _, v in collector.of("dead_letters"))
+    lines += ["", "Dead letters by reason: " + (", ".join(f"{r} {n}" for r, n in dead.most_common()) or "none") + ".",
+              "", *memory_section(samples)]
+    return lines
+
+
+def memory_section(samples: list[dict[str, float]]) -> list[str]:
+    mib = 2**20
+    lines = ["## TaskManager memory over the run", "",
+             f"Sampled every {SAMPLE_EVERY_S:g} s from the start of the traffic: Flink's JVM metrics of the TaskManager "
+             "over REST and the resident set of its process (the Python UDFs run inside it, thread mode). "
+             "Per minute, the last sample.", "",
+             "| minute | heap used MiB | non-heap MiB | direct MiB | managed MiB | process RSS MiB |",
+             "|---|---|---|---|---|---|"]
+    per_minute = {int(s["minute"]): s for s in samples}
+    for minute, s in sorted(per_minute.items()):
+        lines.append(f"| {minute} | {s['Status.JVM.Memory.Heap.Used'] / mib:,.0f} | "
+                     f"{s['Status.JVM.Memory.NonHeap.Used'] / mib:,.0f} | {s['Status.JVM.Memory.Direct.MemoryUsed'] / mib:,.0f} "
+                     f"| {s['Status.Flink.Memory.Managed.Used'] / mib:,.0f} | {s['rss'] / mib:,.0f} |")
+    half = [s for s in samples if s["minute"] >= samples[-1]["minute"] / 2] if samples else []
+    if len(half) >= 2:
+        slope = statistics.linear_regression([s["minute"] for s in half], [s["rss"] / mib for s in half]).slope
+        heap = statistics.linear_regression([s["minute"] for s in half],
+                                            [s["Status.JVM.Memory.Heap.Used"] / mib for s in half]).slope
+        lines += ["", f"Trend over the second half of the run (least squares): RSS {slope:+.1f} MiB/min, "
+                      f"heap used {heap:+.1f} MiB/min (heap used moves with garbage collection; RSS is what the "
+                      "machine pays)."]
+    return lines
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
