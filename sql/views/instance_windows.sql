@@ -20,7 +20,8 @@ SELECT
   MAX(metric_p50_ms) AS metric_p50_ms,
   MAX(metric_p95_ms) AS metric_p95_ms,
   MAX(metric_p99_ms) AS metric_p99_ms,
-  ARRAY[${latency_bucket_bounds_ms}] AS latency_bucket_bounds_ms,
+  -- DOUBLE, not the literals' DECIMAL: the decisions read these bounds in Python as numbers.
+  CAST(ARRAY[${latency_bucket_bounds_ms}] AS ARRAY<DOUBLE>) AS latency_bucket_bounds_ms,
   SUM_ELEMENTS(latency_buckets, ${latency_bucket_count}) AS latency_buckets,
   AVG(load_ratio) AS load_ratio,
   MAX(in_flight) AS in_flight_max,
