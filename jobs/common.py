@@ -7,6 +7,7 @@ import logging
 
 from pyflink.table import StatementSet, TableEnvironment
 
+from connectors.kafka import table_options
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.config import Config, load
 from stormwatch.flink_env import table_environment
@@ -45,6 +46,25 @@ def source_options(args: argparse.Namespace, group_id: str) -> dict[str, str]:
     return options
 
 
+# The array of each OTLP request a JSON message must hold, and the request it is then.
+OTLP_REQUESTS = {"resourceSpans": "ExportTraceServiceRequest", "resourceMetrics": "ExportMetricsServiceRequest"}
+
+
+def raw_reader(config: Config, args: argparse.Namespace, table: str, topic: str, group_id: str) -> list[str]:
+    """DDL of `table`: the messages of `topic` as text (sql/tables/raw_messages.sql). It keeps its own
+    offsets: two readers of one topic must not share a consumer group."""
+    options = table_options(config, topic, **source_options(args, group_id))
+    return load_statements(["tables/raw_messages"], {"raw_table": table, "raw_options": options})
+
+
+def not_otlp_json(variables: dict, raw_table: str, topic: str, otlp_array: str, job: str) -> list[str]:
+    """The INSERT sending the messages of `raw_table` (of OTLP `topic`) that are not JSON or hold no
+    `otlp_array` array to the dead letters (sql/jobs/not_otlp_json.sql)."""
+    return load_statements(["jobs/not_otlp_json"], {
+        **variables, "raw_table": raw_table, "otlp_topic": topic, "otlp_array": otlp_array,
+        "otlp_request": OTLP_REQUESTS[otlp_array], "job": job})
+
+
 def setup(args: argparse.Namespace) -> Config:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return load(args.config)
@@ -60,13 +80,15 @@ def execute(t_env: TableEnvironment, statements: StatementSet, bounded: bool) ->
         result.wait()
 
 
-def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, bounded: bool) -> None:
+def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, bounded: bool,
+                more_inserts: list[str] = ()) -> None:
     """A job that is all SQL: its tables and views (`ddl`, rendered), then the INSERTs of
-    sql/jobs/<job>.sql as one statement set, so they share sources and run as one Flink job."""
+    sql/jobs/<job>.sql and `more_inserts` as one statement set, so they share sources and run as one
+    Flink job."""
     t_env = table_environment(config, f"stormwatch-{job}")
     for statement in ddl:
         t_env.execute_sql(statement)
     inserts = t_env.create_statement_set()
-    for statement in load_statements([f"jobs/{job}"], variables):
+    for statement in load_statements([f"jobs/{job}"], variables) + list(more_inserts):
         inserts.add_insert_sql(statement)
     execute(t_env, inserts, bounded)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import parse_args, run_sql_job, setup, source_options
+from jobs.common import not_otlp_json, parse_args, raw_reader, run_sql_job, setup, source_options
 from stormwatch import catalog
 from stormwatch.sqlfiles import load_statements
 
 JOB = "flatten_spans"
 TABLES = [
     "tables/otlp_spans",
-    "tables/otlp_spans_raw",
     "tables/stormwatch_spans",
     "tables/stormwatch_dead_letters",
     "views/otlp_spans_flat",
@@ -28,12 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     group = args.group_id or config.get("pipeline", "spans", "consumer_group")
     variables = catalog.variables(config, names, source_options(args, group))
-    # The raw reader of the same topic keeps its own offsets: two readers must not share a group.
-    raw_variables = catalog.variables(config, names, source_options(args, f"{group}-raw"))
-
-    ddl = load_statements([t for t in TABLES if t != "tables/otlp_spans_raw"], variables)
-    ddl += load_statements(["tables/otlp_spans_raw"], raw_variables)
-    run_sql_job(config, JOB, ddl, variables, args.bounded)
+    ddl = load_statements(TABLES, variables) + raw_reader(config, args, "otlp_spans_raw", names["source"], f"{group}-raw")
+    run_sql_job(config, JOB, ddl, variables, args.bounded,
+                not_otlp_json(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB))
 
 
 if __name__ == "__main__":

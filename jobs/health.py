@@ -1,6 +1,7 @@
 """health: SERVER spans, instance metrics and edges -> health scores, breaker and retry decisions.
 
-Flink SQL merges spans and metrics into per instance and per service windows of the policy's size
+Instance metrics come native (stormwatch_instance_metrics) or as OTLP from the Collector (otlp_metrics,
+folded into native records by sql/views/otlp_instance_metrics.sql). Flink SQL merges spans and metrics into per instance and per service windows of the policy's size
 (sql/views/instance_windows.sql, published to stormwatch_instance_windows for the scaling job); edges
 come from the topology job. Each window record is one observation of one entity, keyed by entity and
 handed with the policy (broadcast from the policy topic) to stormwatch/entity_control.py.
@@ -10,8 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from connectors.kafka import table_options
-from jobs.common import execute, parse_args, setup, source_options
+from jobs.common import execute, not_otlp_json, parse_args, raw_reader, setup
 from jobs.decision_stream import control, job_inputs, observations
 from stormwatch import catalog, policy as policies
 from stormwatch.decisions import encode
@@ -23,11 +23,12 @@ from udfs.histograms import cumulative_buckets
 
 JOB = "health"
 # Tables read (by topic role) and the files that define them and what is computed on the JVM.
-INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", "edges": "stormwatch_edges",
-          "policy": "stormwatch_policy"}
+INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", "otlp_metrics": "otlp_metrics",
+          "edges": "stormwatch_edges", "policy": "stormwatch_policy"}
 FILES = [f"tables/{t}" for t in INPUTS.values()] + [
-    "tables/stormwatch_instance_metrics_raw", "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters",
-    "views/unique_spans", "views/instance_metrics_checked", "views/instance_facts", "views/instance_windows",
+    "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters", "views/unique_spans",
+    "views/otlp_metrics_flat", "views/otlp_instance_metrics", "views/instance_metrics_checked", "views/instance_facts",
+    "views/instance_windows",
 ]
 # Decision type -> the topic role it is published to.
 SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retry_decisions"}
@@ -43,6 +44,7 @@ def health_variables(config, names: dict[str, str], default: policies.Policy) ->
     bounds = config.get("pipeline", "topology", "latency_bucket_bounds_ms")
     return {
         "metrics_topic": names["metrics"],
+        "otlp_metrics_topic": names["otlp_metrics"],
         "idle_timeout": f"{int(config.get('pipeline', 'health', 'idle_timeout_seconds'))} s",
         "latency_bucket_count": len(bounds),
         "health_window_size": catalog.interval(default.health.window_size_seconds),
@@ -55,15 +57,17 @@ def main(argv: list[str] | None = None) -> None:
     config = setup(args)
     names, group, default, variables = job_inputs(args, config, JOB, INPUTS)
     variables |= health_variables(config, names, default)
-    # The raw reader of the metrics topic keeps its own offsets: two readers must not share a group.
-    variables["metrics_raw_options"] = table_options(config, names["metrics"], **source_options(args, f"{group}-metrics-raw"))
+    # Each metrics topic also as text, for the messages that are not JSON at all.
+    raw_tables = (raw_reader(config, args, "stormwatch_instance_metrics_raw", names["metrics"], f"{group}-metrics-raw")
+                  + raw_reader(config, args, "otlp_metrics_raw", names["otlp_metrics"], f"{group}-otlp_metrics-raw"))
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
     t_env.create_temporary_function("cumulative_buckets", cumulative_buckets)
-    for statement in load_statements(FILES, variables):
+    for statement in load_statements(FILES, variables) + raw_tables:
         t_env.execute_sql(statement)
     inserts = t_env.create_statement_set()
-    for statement in load_statements([f"jobs/{JOB}"], variables):
+    for statement in load_statements([f"jobs/{JOB}"], variables) + not_otlp_json(
+            variables, "otlp_metrics_raw", names["otlp_metrics"], "resourceMetrics", JOB):
         inserts.add_insert_sql(statement)
 
     windows = t_env.to_data_stream(t_env.from_path("instance_windows"))

@@ -23,6 +23,7 @@ TOPIC_ROLES = {
     "edge_events": ("pipeline", "suspects", "edge_events_topic"),
     "policy": ("pipeline", "policy", "topic"),
     "metrics": ("pipeline", "health", "metrics_topic"),
+    "otlp_metrics": ("pipeline", "health", "otlp_metrics_topic"),
     "instance_windows": ("pipeline", "health", "instance_windows_topic"),
     "health": ("pipeline", "health", "health_topic"),
     "breaker_decisions": ("pipeline", "health", "breaker_topic"),
@@ -43,6 +44,7 @@ OUTPUTS = {
     "edge_events_options": "edge_events",
     "policy_options": "policy",
     "metrics_options": "metrics",
+    "otlp_metrics_options": "otlp_metrics",
     "instance_windows_options": "instance_windows",
     "health_options": "health",
     "breaker_decisions_options": "breaker_decisions",
@@ -107,4 +109,7 @@ def variables(
         "window_size": interval(topology["window_size_seconds"]),
         "window_slide": interval(topology["window_slide_seconds"]),
         "latency_bucket_bounds_ms": ", ".join(f"{float(b)!r}" for b in topology["latency_bucket_bounds_ms"]),
+        # The same in seconds, OTLP's unit of durations: b / 1000 is the double nearest the decimal, as
+        # a bound an exporter wrote in seconds is read, so equal bounds compare equal.
+        "latency_bucket_bounds_s": ", ".join(f"{float(b) / 1000!r}" for b in topology["latency_bucket_bounds_ms"]),
     }

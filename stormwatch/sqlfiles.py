@@ -1,4 +1,5 @@
-"""Loading the SQL in sql/: `${name}` placeholders filled from the job, ATTRIBUTE_STRING expanded.
+"""Loading the SQL in sql/: `${name}` placeholders filled from the job, ATTRIBUTE_STRING (and
+INSTANCE_ID) expanded.
 
 SQL stays in files a user can read and run; this module only fills in what depends on the
 configuration (topics, brokers, watermarks) and splits a file into statements.
@@ -25,6 +26,9 @@ _INDICATORS_CALL = re.compile(r"CUMULATIVE_INDICATORS\(\s*([^,()]+?)\s*,\s*([0-9
 _SUM_ELEMENTS_CALL = re.compile(r"SUM_ELEMENTS\(\s*([^,()]+?)\s*,\s*([0-9]+)\s*\)")
 _ENVELOPE_LINE = re.compile(r"^(\s*)DECISION_ENVELOPE,\s*$", re.M)
 _ATTRIBUTE_CALL = re.compile(r"ATTRIBUTE_STRING\(\s*([^,()]+?)\s*,\s*'([^']*)'\s*\)")
+_INSTANCE_CALL = re.compile(r"\bINSTANCE_ID\(\s*([^,()]+?)\s*\)")
+# Which resource attribute names an instance, first found first: spans and metrics of one process agree.
+INSTANCE_ATTRIBUTES = ("service.instance.id", "k8s.pod.name", "host.name")
 
 
 class SqlTemplateError(KeyError):
@@ -42,6 +46,15 @@ def expand_attribute_lookups(sql: str, limit: int = ATTRIBUTE_SCAN_LIMIT) -> str
         return f"(CASE {branches} END)"
 
     return _ATTRIBUTE_CALL.sub(lookup, sql)
+
+
+def expand_instance_ids(sql: str) -> str:
+    """INSTANCE_ID(resource attributes) -> the first of INSTANCE_ATTRIBUTES the resource has, else NULL."""
+
+    def first(match: re.Match) -> str:
+        return "COALESCE(" + ", ".join(f"ATTRIBUTE_STRING({match.group(1)}, '{key}')" for key in INSTANCE_ATTRIBUTES) + ")"
+
+    return _INSTANCE_CALL.sub(first, sql)
 
 
 def expand_cumulative_counts(sql: str) -> str:
@@ -101,7 +114,7 @@ def render(name: str, variables: dict[str, object] | None = None) -> str:
         return str(values[match.group(1)])
 
     text = expand_decision_envelope(_PLACEHOLDER.sub(fill, text))
-    return expand_bucket_arrays(expand_cumulative_counts(expand_attribute_lookups(text)))
+    return expand_bucket_arrays(expand_cumulative_counts(expand_attribute_lookups(expand_instance_ids(text))))
 
 
 def statements(sql: str) -> list[str]:

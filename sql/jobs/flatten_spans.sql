@@ -1,6 +1,6 @@
 -- Job flatten_spans: otlp_spans -> stormwatch_spans, and everything unusable -> stormwatch_dead_letters.
--- Needs tables/otlp_spans.sql, tables/otlp_spans_raw.sql, tables/stormwatch_spans.sql,
--- tables/stormwatch_dead_letters.sql and views/otlp_spans_flat.sql.
+-- Needs tables/otlp_spans.sql, tables/stormwatch_spans.sql, tables/stormwatch_dead_letters.sql and
+-- views/otlp_spans_flat.sql; whole messages that are not OTLP JSON: jobs/not_otlp_json.sql.
 
 INSERT INTO stormwatch_spans
 SELECT
@@ -21,20 +21,3 @@ SELECT
   'flatten_spans'
 FROM otlp_spans_flat
 WHERE reject_reason IS NOT NULL;
-
--- Whole messages that are not OTLP JSON never reach otlp_spans_flat: find them in the raw bytes.
-INSERT INTO stormwatch_dead_letters
-SELECT
-  '${source_topic}', kafka_partition, kafka_offset,
-  CASE
-    WHEN payload IS NULL OR payload = '' THEN 'empty message'
-    WHEN NOT (payload IS JSON OBJECT)
-      THEN 'not a JSON object (is the exporter writing otlp_proto to a topic read as otlp_json?)'
-    ELSE 'no resourceSpans array: not an OTLP ExportTraceServiceRequest'
-  END,
-  SUBSTRING(payload FROM 1 FOR ${dead_letter_payload_max_chars}),
-  'flatten_spans'
-FROM otlp_spans_raw
-WHERE payload IS NULL
-   OR NOT (payload IS JSON OBJECT)
-   OR NOT COALESCE(JSON_QUERY(payload, '$.resourceSpans') IS JSON ARRAY, FALSE);

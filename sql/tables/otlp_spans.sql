@@ -3,7 +3,7 @@
 -- them; 64-bit integers arrive as JSON strings and are read as BIGINT.
 -- A field of the wrong type becomes NULL here (json.ignore-parse-errors) and the span is then sent to
 -- the dead letters by the validation in views/otlp_spans_flat.sql; a message that is not JSON at all
--- is caught by tables/otlp_spans_raw.sql. Nothing is dropped silently.
+-- is caught in its raw text (tables/raw_messages.sql, jobs/not_otlp_json.sql). Nothing is dropped silently.
 CREATE TEMPORARY TABLE otlp_spans (
   `resourceSpans` ARRAY<ROW<
     `resource` ROW<

@@ -10,11 +10,8 @@ SELECT
   NULLIF(LOWER(s.`parentSpanId`), '') AS parent_span_id,
   -- The SDK default when a resource names no service (OTel resource semantic conventions).
   COALESCE(ATTRIBUTE_STRING(rs.`resource`.`attributes`, 'service.name'), 'unknown_service') AS service_name,
-  COALESCE(
-    ATTRIBUTE_STRING(rs.`resource`.`attributes`, 'service.instance.id'),
-    ATTRIBUTE_STRING(rs.`resource`.`attributes`, 'k8s.pod.name'),
-    ATTRIBUTE_STRING(rs.`resource`.`attributes`, 'host.name')
-  ) AS service_instance_id,
+  -- service.instance.id, else k8s.pod.name, else host.name (stormwatch/sqlfiles.py).
+  INSTANCE_ID(rs.`resource`.`attributes`) AS service_instance_id,
   s.`name` AS span_name,
   CASE s.`kind`
     WHEN 1 THEN 'SPAN_KIND_INTERNAL'

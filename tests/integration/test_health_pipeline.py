@@ -21,7 +21,7 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.integration
 
 ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "metrics",
-         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy")
+         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 SLIDE_MS = POLICY.health.window_slide_seconds * 1000
 FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200

@@ -23,7 +23,7 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.integration
 
 ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "metrics",
-         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "pareto_fronts",
+         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics", "pareto_fronts",
          "scaling_decisions")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 END_S = 600

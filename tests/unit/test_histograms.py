@@ -16,3 +16,11 @@ def test_malformed_histograms_are_refused():
     assert cumulative_at([50, 10], [1, 2, 3], [10]) is None  # bounds not ascending
     assert cumulative_at([10], [1, -1], [10]) is None
     assert cumulative_at(None, [1], [10]) is None
+
+
+def test_the_sql_function_gives_an_empty_array_where_there_is_no_histogram():
+    from udfs.histograms import cumulative_or_empty
+
+    assert cumulative_or_empty([5.0], [1, 2], [1.0, 10.0]) == [0, 1]
+    assert cumulative_or_empty([5.0], [1], [1.0, 10.0]) == []
+    assert cumulative_or_empty(None, None, [1.0]) == []

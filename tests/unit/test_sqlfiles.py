@@ -60,3 +60,10 @@ def test_decision_envelope_becomes_the_shared_columns_and_the_kafka_position():
     assert lines[3].startswith("  `entity` ROW<`kind` STRING, `key` STRING")
     assert lines[-4:] == ["  `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,",
                           "  `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,", "  `state` STRING", ")"]
+
+
+def test_instance_id_is_the_first_of_the_instance_attributes_a_resource_has():
+    sql = sqlfiles.expand_instance_ids("SELECT INSTANCE_ID(r.`attributes`) AS service_instance_id FROM t")
+    assert sql == ("SELECT COALESCE(ATTRIBUTE_STRING(r.`attributes`, 'service.instance.id'), "
+                   "ATTRIBUTE_STRING(r.`attributes`, 'k8s.pod.name'), ATTRIBUTE_STRING(r.`attributes`, 'host.name'))"
+                   " AS service_instance_id FROM t")
