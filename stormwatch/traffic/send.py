@@ -45,9 +45,8 @@ def generator_for(config: Config, schedule: Schedule, seed: int, start_unix_nano
 
 
 def metrics_topic(config: Config, metrics_format: MetricsFormat) -> str:
-    if metrics_format == "otlp":
-        return config.get("pipeline", "generator", "otlp_metrics_topic")
-    return catalog.topics(config)["metrics"]
+    """The topic the health job reads metrics of this format from."""
+    return catalog.topics(config)["otlp_metrics" if metrics_format == "otlp" else "metrics"]
 
 
 def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: float | None, seed: int,
