@@ -26,7 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     config = setup(args)
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     group = args.group_id or config.get("pipeline", "spans", "consumer_group")
-    variables = catalog.variables(config, names, source_options(args, group))
+    # Kafka settings only this source needs: see [pipeline.spans.source_properties] for why.
+    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
+    variables = catalog.variables(config, names, {**source_options(args, group), **tuned})
     ddl = load_statements(TABLES, variables) + raw_reader(config, args, "otlp_spans_raw", names["source"], f"{group}-raw")
     run_sql_job(config, JOB, ddl, variables, args.bounded,
                 not_otlp_json(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB))

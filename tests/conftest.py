@@ -83,10 +83,10 @@ def read_topic(config, topic: str, expected: int, timeout: float = 120.0) -> lis
     return records
 
 
-def stormwatch(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+def stormwatch(*args: str, timeout: float = 300.0, config: Path = TEST_CONFIG) -> subprocess.CompletedProcess:
     """Run the CLI as a user would, in a child process."""
     return subprocess.run(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), *args],
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(config), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

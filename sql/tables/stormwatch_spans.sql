@@ -1,6 +1,12 @@
--- stormwatch_spans: one row per valid span, keyed by trace id so a trace's spans share a partition.
--- Enum values carry the OTLP enum names (SPAN_KIND_SERVER, STATUS_CODE_ERROR). Event time is the
--- span's end, with a watermark of bounded out-of-orderness from [pipeline.spans] in the configuration.
+-- stormwatch_spans: one row per valid span, keyed by trace id. Enum values carry the OTLP enum names
+-- (SPAN_KIND_SERVER, STATUS_CODE_ERROR). Event time is the span's end, with a watermark of bounded
+-- out-of-orderness from [pipeline.spans] in the configuration.
+-- Each flatten_spans subtask writes to a partition of its own ('fixed'), so a partition holds the spans
+-- of the input partitions one subtask reads, in their order. Partitioned by trace id instead, every
+-- partition would mix all subtasks, and subtasks catching up a backlog at different speeds would put
+-- their spans out of event-time order by however far they drift apart: late for the next jobs.
+-- A partition no subtask writes (fewer subtasks than partitions) goes idle after the idle timeout
+-- rather than hold every reader's watermark back.
 CREATE TEMPORARY TABLE stormwatch_spans (
   `trace_id` STRING,
   `span_id` STRING,
@@ -25,6 +31,8 @@ CREATE TEMPORARY TABLE stormwatch_spans (
   WATERMARK FOR `end_time` AS `end_time` - ${watermark_out_of_orderness}
 ) WITH (
   ${spans_options},
+  'sink.partitioner' = 'fixed',
+  'scan.watermark.idle-timeout' = '${spans_idle_timeout}',
   'key.format' = 'raw',
   'key.fields' = 'trace_id',
   'value.format' = 'json',

@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 
+from connectors.kafka import consumer
+from stormwatch.config import DEFAULT_CONFIG, load
 from stormwatch.replay import otlp_json_lines, produce
 from tests.conftest import read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
@@ -105,6 +107,51 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
         reasons.remove(match[0])
     assert all(d["source_topic"] == topics["source"] and d["source_offset"] >= 0 for d in dead)
     assert all(d["job"] == "flatten_spans" for d in dead)
+
+
+def _second_of_spans(second: int, partition: int, spans: int = 60) -> bytes:
+    """One Collector-like batch: `spans` spans ending within second `second`, each with an attribute
+    large enough that Kafka's default fetch of 1 MiB would hold about 25 s of them."""
+    base_ns = 1_700_000_000 * 10**9 + second * 10**9
+    return _request(*[
+        _span(traceId=f"{partition + 1:08x}{second:08x}{i:016x}", spanId=f"{i + 1:016x}",
+              startTimeUnixNano=str(base_ns + i * 1000), endTimeUnixNano=str(base_ns + i * 6_000_000),
+              attributes=[{"key": "padding", "value": {"stringValue": "x" * 400}}])
+        for i in range(spans)
+    ])
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_a_backlog_comes_out_in_event_time_order_to_within_the_out_of_orderness(config, topics, parallelism,
+                                                                                  tmp_path):
+    # A job starting behind its input (a restart, a slow start) reads a backlog from every partition at
+    # once; the next jobs' watermark must still see the spans of each partition nearly in order, whether
+    # one subtask reads both input partitions or each has its own.
+    seconds = 120
+    for partition in (0, 1):
+        produce(config, topics["source"], (_second_of_spans(s, partition) for s in range(seconds)), partition)
+    job_config = tmp_path / "stormwatch.toml"
+    job_config.write_text(f"base = {str(config.path)!r}\n[flink]\nparallelism = {parallelism}\n")
+    result = stormwatch(
+        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
+        *[f"--topic={role}={name}" for role, name in topics.items()], config=job_config,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    client = consumer(config, topics["sink"], consumer_timeout_ms=5000)
+    latest: dict[int, int] = {}
+    behind_ns, spans = 0, 0
+    try:
+        for message in client:
+            end = json.loads(message.value)["end_time_unix_nano"]
+            latest[message.partition] = max(latest.get(message.partition, end), end)
+            behind_ns = max(behind_ns, latest[message.partition] - end)
+            spans += 1
+    finally:
+        client.close()
+    assert spans == 2 * seconds * 60
+    allowed_s = load(DEFAULT_CONFIG).get("pipeline", "spans", "watermark_out_of_orderness_seconds")  # the default, not the tests'
+    assert behind_ns / 1e9 < allowed_s
 
 
 def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config, topics, flink_cluster, tmp_path):
