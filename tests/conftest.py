@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,23 @@ def stormwatch(*args: str, timeout: float = 300.0, config: Path = TEST_CONFIG) -
         timeout=timeout,
         cwd=PROJECT_ROOT,
     )
+
+
+@contextmanager
+def live_job(job: str, names: dict[str, str], *args: str):
+    """`stormwatch run JOB` streaming over the topics `names` ({role: name}) for the with-block, then
+    killed with its process group (the PyFlink gateway JVM with it). Late input needs a live job: only
+    a running job has closed windows to be late for."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), "run", job, "--", *args,
+         *[f"--topic={role}={name}" for role, name in names.items()]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=PROJECT_ROOT,
+    )
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def sql_client(names: dict[str, str], folder: Path, statements: str) -> subprocess.CompletedProcess:

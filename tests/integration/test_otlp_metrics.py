@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from datetime import datetime, timezone
 from itertools import groupby
@@ -21,7 +17,7 @@ from stormwatch.replay import produce
 from stormwatch.traffic.generator import TraceGenerator, to_export_requests
 from stormwatch.traffic.metrics import MetricsSettings, otlp_metrics_request
 from stormwatch.traffic.otlp import encode
-from tests.conftest import TEST_CONFIG, read_topic, run_bounded
+from tests.conftest import live_job, read_topic, run_bounded
 from tests.integration.test_health_pipeline import ROLES
 from tests.schemas import assert_valid
 
@@ -136,23 +132,16 @@ def test_a_late_otlp_message_reaches_the_dead_letters_not_a_closed_window(config
 
     names = both["otlp"] | topics_for(("otlp_metrics", *OUTPUTS))
     produce(config, names["otlp_metrics"], [encode(r) for r in both["requests"]], partition=0)
-    job = subprocess.Popen(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), "run", "health", "--",
-         "--from-earliest", "--group-id", f"late-{names['otlp_metrics']}",
-         *[f"--topic={role}={name}" for role, name in names.items()]],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
     client = producer(config)
     try:
-        assert read_topic(config, names["instance_windows"], 1, timeout=180), "windows closed"
-        # The first interval again: its windows closed long ago.
-        client.send(names["otlp_metrics"], value=encode(both["requests"][0]), partition=0)
-        client.flush()
-        dead = read_topic(config, names["dead_letters"], 1, timeout=90)
+        with live_job("health", names, "--from-earliest", "--group-id", f"late-{names['otlp_metrics']}"):
+            assert read_topic(config, names["instance_windows"], 1, timeout=180), "windows closed"
+            # The first interval again: its windows closed long ago.
+            client.send(names["otlp_metrics"], value=encode(both["requests"][0]), partition=0)
+            client.flush()
+            dead = read_topic(config, names["dead_letters"], 1, timeout=90)
     finally:
         client.close()
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
     assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == 1, dead
     assert dead[0]["reason"].startswith("late metrics message: behind the watermark")

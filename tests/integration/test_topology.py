@@ -4,16 +4,12 @@ per-window edges, error classes and breaks out, checked against an independent p
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
-from tests.conftest import TEST_CONFIG, read_topic, stormwatch
+from tests.conftest import live_job, read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, spans_of_request
 from tests.schemas import assert_valid
 
@@ -205,27 +201,22 @@ def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(conf
     from connectors.kafka import producer
 
     names = topics_for(("sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages"))
-    job = subprocess.Popen(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(TEST_CONFIG), "run", "topology", "--",
-         "--group-id", f"late-{names['sink']}", *[f"--topic={role}={name}" for role, name in names.items()]],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
     client = producer(config)
     try:
-        t1 = 1_800_000_000_000
-        # Ten minutes of spans, a trace every 10 s: the watermark moves well past their start.
-        for i in range(60):
-            client.send(names["sink"], key=_flat_span(i, t1 + i * 10_000)[0], value=_flat_span(i, t1 + i * 10_000)[1])
-        client.flush()
-        assert read_topic(config, names["edges"], 1, timeout=120), "windows closed"
-        late_key, late_value = _flat_span(999, t1)
-        client.send(names["sink"], key=late_key, value=late_value)
-        client.flush()
-        dead = read_topic(config, names["dead_letters"], 1, timeout=60)
+        with live_job("topology", names, "--group-id", f"late-{names['sink']}"):
+            t1 = 1_800_000_000_000
+            # Ten minutes of spans, a trace every 10 s: the watermark moves well past their start.
+            for i in range(60):
+                key, value = _flat_span(i, t1 + i * 10_000)
+                client.send(names["sink"], key=key, value=value)
+            client.flush()
+            assert read_topic(config, names["edges"], 1, timeout=120), "windows closed"
+            late_key, late_value = _flat_span(999, t1)
+            client.send(names["sink"], key=late_key, value=late_value)
+            client.flush()
+            dead = read_topic(config, names["dead_letters"], 1, timeout=60)
     finally:
         client.close()
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
     assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == 1 and dead[0]["reason"].startswith("late span: ended ")
     assert json.loads(dead[0]["payload"])["traceId"] == late_key.decode()
