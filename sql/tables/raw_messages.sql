@@ -3,11 +3,13 @@
 -- table skips them. One template for every JSON input topic (jobs/common.py raw_reader), each copy
 -- with its own consumer group.
 CREATE TEMPORARY TABLE ${raw_table} (
-  `payload` STRING,
+  `payload_bytes` BYTES,
+  -- Decoded here, not by the raw format's charset: DECODE puts U+FFFD for bytes that are not UTF-8,
+  -- where a STRING holding them makes SUBSTRING (the dead letter's payload) throw and fail the job.
+  `payload` AS DECODE(`payload_bytes`, 'UTF-8'),
   `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
   `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL
 ) WITH (
   ${raw_options},
-  'format' = 'raw',
-  'raw.charset' = 'UTF-8'
+  'format' = 'raw'
 );
