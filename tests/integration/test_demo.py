@@ -124,7 +124,9 @@ def test_the_page_draws_the_service_graph_and_fronts_in_headless_chromium(demo):
     assert 'id="service-graph"' in dom, dom[-2000:]
     for service in SERVICES:
         assert f'data-service="{service}"' in dom
-    assert 'data-service="llm-inference" data-breaker="OPEN"' in dom
+    # The page reloads while the breaker cycles OPEN -> HALF_OPEN (probes fail) -> OPEN under the storm,
+    # so the render may catch either blocking state, never CLOSED.
+    assert re.search(r'data-service="llm-inference" data-breaker="(OPEN|HALF_OPEN)"', dom), dom[-2000:]
     assert 'class="front"' in dom
     assert Path(demo["screenshot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
