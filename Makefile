@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[test]'
 	touch $@
 
-# Maven Central only, versions pinned in jvm/pom.xml.
-$(JARS)/.fetched: jvm/pom.xml
+# Maven Central only, versions pinned in jvm/pom.xml; it also builds our SQL functions (jvm/functions/).
+$(JARS)/.fetched: jvm/pom.xml jvm/functions/pom.xml $(shell find jvm/functions/src -name "*.java")
 	mvn --quiet --batch-mode -f jvm/pom.xml package
 	touch $@
 

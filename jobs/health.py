@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import execute, not_otlp_json, parse_args, raw_reader, setup
+from jobs.common import execute, undecodable_messages, parse_args, raw_reader, setup
 from jobs.decision_stream import control, job_inputs, observations
 from stormwatch import catalog, policy as policies
 from stormwatch.decisions import encode
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     for statement in load_statements(FILES, variables) + raw_tables:
         t_env.execute_sql(statement)
     inserts = t_env.create_statement_set()
-    for statement in load_statements([f"jobs/{JOB}"], variables) + not_otlp_json(
+    for statement in load_statements([f"jobs/{JOB}"], variables) + undecodable_messages(
             variables, "otlp_metrics_raw", names["otlp_metrics"], "resourceMetrics", JOB):
         inserts.add_insert_sql(statement)
 

@@ -17,18 +17,20 @@ class MissingJarError(FileNotFoundError):
     pass
 
 
-def connector_jars(config: Config) -> list[str]:
-    jars = sorted((config.jars_dir / "flink").glob("flink-sql-connector-kafka-*.jar"))
-    if not jars:
-        raise MissingJarError(f"no Flink Kafka connector in {config.jars_dir / 'flink'}: run `make bootstrap` first")
-    return [j.as_uri() for j in jars]
+def job_jars(config: Config) -> list[str]:
+    """What every job ships in pipeline.jars: the Kafka connector, and the otlp_proto pieces beside it
+    (Flink's protobuf format, the OTLP classes, our SQL functions); not the SQL client's gateway."""
+    folder = config.jars_dir / "flink"
+    if not list(folder.glob("flink-sql-connector-kafka-*.jar")):
+        raise MissingJarError(f"no Flink Kafka connector in {folder}: run `make bootstrap` first")
+    return [j.as_uri() for j in sorted(folder.glob("*.jar")) if not j.name.startswith("flink-sql-gateway-")]
 
 
 def job_configuration(config: Config, job_name: str) -> dict[str, str]:
     return {
         # Shipped with the job either way: on the embedded mini-cluster it is the only copy; on a
-        # standalone cluster the same jar in lib/ wins (org.apache.flink classes load parent-first).
-        "pipeline.jars": ";".join(connector_jars(config)),
+        # standalone cluster the connector in lib/ wins (org.apache.flink classes load parent-first).
+        "pipeline.jars": ";".join(job_jars(config)),
         "parallelism.default": str(config.get("flink", "parallelism")),
         # Python functions run in this interpreter (the one with pyflink, pemja and our packages),
         # not whatever `python` is on the PATH. Thread mode embeds the interpreter in the JVM, which

@@ -23,6 +23,7 @@ from typing import IO, TypeVar
 from connectors.kafka import producer, require_topics
 from stormwatch.config import Config
 from stormwatch.trace_formats import read_requests
+from stormwatch.otlp_encoding import encoder
 from stormwatch.traffic.otlp import encode
 
 T = TypeVar("T")
@@ -210,8 +211,10 @@ class ReplaySummary:
 
 def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto", batch_ms: int | None = 1000,
            speed: float | None = None, rebase_now: bool = False) -> ReplaySummary:
-    """Read, convert, re-batch (unless `batch_ms` is None), rebase to now if asked, and send at `speed`."""
+    """Read, convert, re-batch (unless `batch_ms` is None), rebase to now if asked, and send at `speed`
+    in the encoding flatten_spans reads ([pipeline.spans] encoding)."""
     requests = [r for p in paths for r in read_requests(Path(p), fmt)]
+    encode_request = encoder(config.get("pipeline", "spans", "encoding"))
     if batch_ms is not None:
         requests = list(batch_requests(requests, batch_ms))
     if rebase_now:
@@ -230,7 +233,7 @@ def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto",
 
     items = paced(range(len(requests)), lambda i: ends[i], speed)
     try:
-        count = send(config, ((topic, None, encode(requests[i])) for i in items), {topic}, on_sent=on_sent)
+        count = send(config, ((topic, None, encode_request(requests[i])) for i in items), {topic}, on_sent=on_sent)
     finally:
         bar.close()
     event_span_s = (max(ends) - first_end(requests)) / 1e9 if sum(spans) else 0.0

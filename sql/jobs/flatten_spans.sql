@@ -1,6 +1,7 @@
 -- Job flatten_spans: otlp_spans -> stormwatch_spans, and everything unusable -> stormwatch_dead_letters.
--- Needs tables/otlp_spans.sql, tables/stormwatch_spans.sql, tables/stormwatch_dead_letters.sql and
--- views/otlp_spans_flat.sql; whole messages that are not OTLP JSON: jobs/not_otlp_json.sql.
+-- Needs tables/otlp_spans_{json,proto}.sql, tables/stormwatch_spans.sql, tables/stormwatch_dead_letters.sql,
+-- views/otlp_span_rows_{json,proto}.sql and views/otlp_spans_flat.sql; whole messages that do not
+-- decode: jobs/not_otlp_json.sql or jobs/not_otlp_proto.sql.
 
 INSERT INTO stormwatch_spans
 SELECT

@@ -3,7 +3,8 @@
 `TraceGenerator` draws every trace from one seeded `random.Random`, ids included, so the same seed and
 parameters give the same spans and, through `to_export_requests` and `stormwatch.traffic.otlp.encode`,
 the same bytes. The messages are ExportTraceServiceRequests as the OpenTelemetry Collector's kafka
-exporter writes them with `encoding: otlp_json`, which is what sql/tables/otlp_spans.sql reads. Event time is the start time plus
+exporter writes them with `encoding: otlp_json` (stormwatch/otlp_encoding.py turns them into
+otlp_proto where the configuration says so). Event time is the start time plus
 the generator's own clock; the wall clock is never read.
 
 The call graph is data (`Topology`). Each service runs on several `Instance`s of different capacity:

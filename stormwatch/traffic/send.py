@@ -19,6 +19,7 @@ from stormwatch.config import Config
 from stormwatch.replay import paced, send
 from stormwatch.traffic.generator import Params, TraceGenerator
 from stormwatch.traffic.metrics import MetricsSettings
+from stormwatch.otlp_encoding import encoder
 from stormwatch.traffic.otlp import encode
 from stormwatch.traffic.schedule import Schedule
 from stormwatch.traffic.stream import MetricsFormat, Output, outputs
@@ -62,6 +63,8 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
     topics = {"spans": catalog.topics(config)["source"],
               "metrics": metrics_topic(config, metrics_format or "native")}
     sent = Sent()
+    # Spans in the encoding flatten_spans reads; metrics stay JSON (native or otlp_json).
+    encoders = {"spans": encoder(config.get("pipeline", "spans", "encoding"))}
 
     def records():
         for output in paced(stream, lambda o: o.time_unix_nano, 1.0 if live else None, sleep=stop.wait):
@@ -76,7 +79,7 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
         else:
             sent.metrics_messages += 1
         key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
-        return topics[output.kind], key, encode(output.value)
+        return topics[output.kind], key, encoders.get(output.kind, encode)(output.value)
 
     send(config, (counted(o) for o in records()), {topics['spans']} | ({topics['metrics']} if metrics_format else set()))
     return sent

@@ -12,7 +12,7 @@ import pytest
 from connectors.kafka import consumer
 from stormwatch.config import DEFAULT_CONFIG, load
 from stormwatch.replay import otlp_json_lines, produce
-from tests.conftest import read_topic, stormwatch
+from tests.conftest import TEST_CONFIG, read_topic, stormwatch
 from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
 from tests.schemas import assert_valid
 
@@ -178,3 +178,68 @@ def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config,
     assert "already running" in stormwatch("flink", "start").stdout
     assert "stopped" in stormwatch("flink", "stop").stdout
     assert "not running" in stormwatch("flink", "status").stdout
+
+
+def _proto_span(**fields):
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+    span = ProtoSpan(trace_id=bytes.fromhex(GOOD_ID), span_id=bytes.fromhex("b7ad6b7169203331"), name="op",
+                     kind=ProtoSpan.SPAN_KIND_SERVER, start_time_unix_nano=1_700_000_000_000_000_000,
+                     end_time_unix_nano=1_700_000_000_005_000_000)
+    for name, value in fields.items():
+        setattr(span, name, value)
+    return span
+
+
+def _proto_request(*spans) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.add(key="service.name").value.string_value = "hand-made"
+    resource_spans.scope_spans.add().spans.extend(spans)
+    return request.SerializeToString()
+
+
+# Protobuf input: what cannot be an ExportTraceServiceRequest, and spans whose fields are wrong.
+HOSTILE_PROTO = [
+    (b"this is not protobuf", "not an OTLP ExportTraceServiceRequest in protobuf"),
+    (_request(_span()), "not an OTLP ExportTraceServiceRequest in protobuf"),  # otlp_json on an otlp_proto topic
+    (b"", "empty message"),
+    (_proto_request(_proto_span(trace_id=b"\x01\x02")), "traceId is not 32 hex digits"),
+    (_proto_request(_proto_span(trace_id=bytes(16))), "traceId is all zeros"),
+    (_proto_request(_proto_span(span_id=b"")), "spanId is not 16 hex digits"),
+    (_proto_request(_proto_span(parent_span_id=b"\x01")), "parentSpanId is neither empty nor 16 hex digits"),
+    (_proto_request(_proto_span(start_time_unix_nano=0)), "startTimeUnixNano or endTimeUnixNano missing, zero"),
+    (_proto_request(_proto_span(end_time_unix_nano=1_600_000_000_000_000_000)), "endTimeUnixNano is before"),
+]
+
+
+def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_rest(config, topics, tmp_path):
+    from stormwatch.otlp_encoding import encode_proto
+
+    proto_config = tmp_path / "proto.toml"
+    proto_config.write_text(f'base = {str(TEST_CONFIG)!r}\n[pipeline.spans]\nencoding = "otlp_proto"\n')
+    expected = spans_of_file(FAULT_FREE)
+    messages = [encode_proto(json.loads(m)) for m in otlp_json_lines(FAULT_FREE)]
+    produce(config, topics["source"], messages[:5] + [m for m, _ in HOSTILE_PROTO] + messages[5:])
+
+    result = stormwatch(
+        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
+        *[f"--topic={role}={name}" for role, name in topics.items()], config=proto_config,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    rows = read_topic(config, topics["sink"], len(expected))
+    assert_valid("stormwatch_spans", rows)
+    _check_flattened(rows, expected)
+    assert sum(r["status_code"] == "STATUS_CODE_ERROR" for r in rows) == 27  # labels.json
+
+    dead = read_topic(config, topics["dead_letters"], len(HOSTILE_PROTO))
+    assert_valid("stormwatch_dead_letters", dead)
+    reasons = sorted(d["reason"] for d in dead)
+    for _, reason in HOSTILE_PROTO:
+        match = [r for r in reasons if r.startswith(reason)]
+        assert match, f"no dead letter says {reason!r}: {reasons}"
+        reasons.remove(match[0])
+    assert not reasons

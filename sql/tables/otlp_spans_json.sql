@@ -1,5 +1,5 @@
--- otlp_spans: one OTLP ExportTraceServiceRequest per message, as the OpenTelemetry Collector's kafka
--- exporter writes it with `encoding: otlp_json`. Field names and integer enums as the OTLP spec defines
+-- otlp_spans (encoding otlp_json): one OTLP ExportTraceServiceRequest per message, as the
+-- OpenTelemetry Collector's kafka exporter writes it with `encoding: otlp_json`. Field names and integer enums as the OTLP spec defines
 -- them; 64-bit integers arrive as JSON strings and are read as BIGINT.
 -- A field of the wrong type becomes NULL here (json.ignore-parse-errors) and the span is then sent to
 -- the dead letters by the validation in views/otlp_spans_flat.sql; a message that is not JSON at all

@@ -1,0 +1,6 @@
+-- stormwatch's Java SQL functions (jvm/functions/, built by `make bootstrap` into runtime/jars/flink/,
+-- which every job ships in pipeline.jars): what Flink SQL lacks, on the JVM.
+-- HEX_BYTES(bytes): lowercase hex, as OTLP JSON writes the trace and span ids protobuf carries as bytes.
+CREATE TEMPORARY FUNCTION IF NOT EXISTS HEX_BYTES AS 'io.stormwatch.flink.HexBytes' LANGUAGE JAVA;
+-- PROTOBUF_ERROR(payload, 'java.Class'): why a message is not that protobuf message; NULL if it is one.
+CREATE TEMPORARY FUNCTION IF NOT EXISTS PROTOBUF_ERROR AS 'io.stormwatch.flink.ProtobufError' LANGUAGE JAVA;

@@ -1,0 +1,41 @@
+import json
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from stormwatch.otlp_encoding import encode_json, encode_proto, encoder
+from stormwatch.replay import otlp_json_lines
+from tests.otlp_reference import SHARED_DATA
+
+REQUEST = {"resourceSpans": [{
+    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "gateway"}}]},
+    "scopeSpans": [{"scope": {"name": "s"}, "spans": [{
+        "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331", "parentSpanId": "00f067aa0ba902b7",
+        "name": "GET /", "kind": 3, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
+        "attributes": [{"key": "retries", "value": {"intValue": "2"}}],
+        "status": {"code": 2, "message": "boom"}}]}]}]}
+
+
+def test_proto_carries_the_hex_ids_as_bytes_and_everything_else_as_it_is():
+    request = ExportTraceServiceRequest.FromString(encode_proto(REQUEST))
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    assert span.trace_id == bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
+    assert span.span_id.hex() == "b7ad6b7169203331" and span.parent_span_id.hex() == "00f067aa0ba902b7"
+    assert span.kind == Span.SPAN_KIND_CLIENT and span.status.code == Status.STATUS_CODE_ERROR
+    assert span.end_time_unix_nano == 1_700_000_000_500_000_000
+    assert span.attributes[0].value.int_value == 2
+    assert request.resource_spans[0].resource.attributes[0].value.string_value == "gateway"
+
+
+def test_every_real_trainticket_message_converts():
+    for line in list(otlp_json_lines(SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"))[:20]:
+        message = json.loads(line)
+        request = ExportTraceServiceRequest.FromString(encode_proto(message))
+        assert len(request.resource_spans[0].scope_spans[0].spans) == len(message["resourceSpans"][0]["scopeSpans"][0]["spans"])
+
+
+def test_the_encoding_is_chosen_by_its_collector_name():
+    assert encoder("otlp_json") is encode_json and encoder("otlp_proto") is encode_proto
+    with pytest.raises(ValueError, match="otlp_json or otlp_proto"):
+        encoder("protobuf")
