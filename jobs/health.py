@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import execute, undecodable_messages, parse_args, raw_reader, setup
+from jobs.common import define, execute, parse_args, raw_reader, setup, undecodable_messages
 from jobs.decision_stream import control, job_inputs, observations
 from stormwatch import catalog, policy as policies
 from stormwatch.decisions import encode
@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None) -> None:
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
     t_env.create_temporary_function("cumulative_buckets", cumulative_buckets)
-    for statement in load_statements(FILES, variables) + raw_tables:
-        t_env.execute_sql(statement)
+    define(t_env, load_statements(FILES, variables) + raw_tables)
     inserts = t_env.create_statement_set()
     for statement in load_statements([f"jobs/{JOB}"], variables) + undecodable_messages(
             variables, "otlp_metrics_raw", names["otlp_metrics"], "resourceMetrics", JOB):

@@ -16,7 +16,7 @@ from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor
 from pyflink.table.expressions import col
 
-from jobs.common import execute, parse_args, setup
+from jobs.common import define, execute, parse_args, setup
 from jobs.decision_stream import OBSERVATION, control, job_inputs, observations
 from stormwatch import policy as policies
 from stormwatch.decisions import encode, envelope
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     names, _, default, variables = job_inputs(args, config, JOB, INPUTS)
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
-    for statement in load_statements(FILES, variables):
-        t_env.execute_sql(statement)
+    define(t_env, load_statements(FILES, variables))
     # Service rows (`instance` NULL) are the health job's; fronts are made of instances.
     rows = t_env.from_path("stormwatch_instance_windows").filter(col("instance").is_not_null)
     windows = (observations(t_env.to_data_stream(rows), lambda r: r["service"])

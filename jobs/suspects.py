@@ -17,7 +17,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
-from jobs.common import execute, parse_args, setup, source_options
+from jobs.common import define, execute, parse_args, setup, source_options
 from stormwatch import catalog
 from stormwatch.flink_env import stream_table_environment
 from stormwatch.sqlfiles import load_statements
@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                                   read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}")
-    for statement in load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables):
-        t_env.execute_sql(statement)
+    define(t_env, load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables))
 
     def records(role: str):
         rows = t_env.to_data_stream(t_env.from_path(INPUTS[role]))

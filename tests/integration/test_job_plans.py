@@ -1,0 +1,34 @@
+"""The planned Flink jobs compute each view once, however many outputs read it (jobs.common.define):
+the per-span work — UNNEST of a message, deduplication, interval joins — is the whole cost of the span
+chain, and a copy of it per INSERT multiplied that cost and its state."""
+
+from __future__ import annotations
+
+import pytest
+
+import jobs.common
+import jobs.flatten_spans
+import jobs.topology
+from tests.conftest import TEST_CONFIG
+
+pytestmark = pytest.mark.integration
+
+
+def _plan(monkeypatch, job_main) -> str:
+    plans = []
+    monkeypatch.setattr(jobs.common, "execute", lambda t_env, statements, bounded: plans.append(statements.explain()))
+    job_main(["--config", str(TEST_CONFIG), "--bounded"])
+    (plan,) = plans
+    return plan[plan.index("== Optimized Execution Plan =="):]
+
+
+def test_flatten_spans_unnests_each_message_once(monkeypatch):
+    # resourceSpans -> scopeSpans -> spans: three UNNESTs, shared by the span and dead-letter outputs.
+    assert _plan(monkeypatch, jobs.flatten_spans.main).count("Correlate(") == 3
+
+
+def test_topology_deduplicates_each_span_once_and_joins_it_three_times(monkeypatch):
+    plan = _plan(monkeypatch, jobs.topology.main)
+    assert plan.count("Deduplicate(") == 1
+    # span with parent, CLIENT span with its children, span with its children's coverage.
+    assert plan.count("IntervalJoin(") == 3
