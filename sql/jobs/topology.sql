@@ -2,38 +2,49 @@
 -- Windows slide by [pipeline.topology] window_slide_seconds over window_size_seconds of span end time
 -- (a tumbling window where the two are equal).
 
+-- One PERCENTILE of an array of quantiles: a call per quantile would keep every latency once per call.
 INSERT INTO stormwatch_edges
-SELECT
-  caller, callee, callee_virtual,
-  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
-  COUNT(*),
-  SUM(CASE WHEN client_error THEN 1 ELSE 0 END),
-  SUM(CASE WHEN server_error THEN 1 ELSE 0 END),
-  PERCENTILE(latency_ms, 0.5), PERCENTILE(latency_ms, 0.95), PERCENTILE(latency_ms, 0.99),
-  ARRAY[${latency_bucket_bounds_ms}],
-  CUMULATIVE_COUNTS(latency_ms, ${latency_bucket_bounds_ms}),
-  COALESCE(SUM(gap_ms), 0.0),
-  MIN(trace_id),
-  MIN(CASE WHEN client_error OR server_error THEN trace_id END)
-FROM TABLE(HOP(TABLE edge_calls, DESCRIPTOR(end_time),
-               ${window_slide}, ${window_size}))
-GROUP BY window_start, window_end, caller, callee, callee_virtual;
+SELECT caller, callee, callee_virtual, window_start_ms, window_end_ms, calls, client_errors, server_errors,
+       q[1], q[2], q[3], bucket_bounds, latency_buckets, gap_ms, example_trace_id, example_error_trace_id
+FROM (
+  SELECT
+    caller, callee, callee_virtual,
+    EXTRACT(EPOCH FROM window_start) * 1000 AS window_start_ms, EXTRACT(EPOCH FROM window_end) * 1000 AS window_end_ms,
+    COUNT(*) AS calls,
+    SUM(CASE WHEN client_error THEN 1 ELSE 0 END) AS client_errors,
+    SUM(CASE WHEN server_error THEN 1 ELSE 0 END) AS server_errors,
+    PERCENTILE(latency_ms, ARRAY[0.5, 0.95, 0.99]) AS q,
+    ARRAY[${latency_bucket_bounds_ms}] AS bucket_bounds,
+    CUMULATIVE_COUNTS(latency_ms, ${latency_bucket_bounds_ms}) AS latency_buckets,
+    COALESCE(SUM(gap_ms), 0.0) AS gap_ms,
+    MIN(trace_id) AS example_trace_id,
+    MIN(CASE WHEN client_error OR server_error THEN trace_id END) AS example_error_trace_id
+  FROM TABLE(HOP(TABLE edge_calls, DESCRIPTOR(end_time),
+                 ${window_slide}, ${window_size}))
+  GROUP BY window_start, window_end, caller, callee, callee_virtual
+);
 
 INSERT INTO stormwatch_service_windows
-SELECT
-  service_name,
-  EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
-  SUM(spans), SUM(server_spans), SUM(errors),
-  SUM(errors) - COUNT(DISTINCT error_parent_key),
-  SUM(errors_propagated), SUM(errors_absorbed), SUM(errors_surfaced),
-  PERCENTILE(server_ms, 0.5), PERCENTILE(server_ms, 0.95),
-  SUM(self_ms),
-  SUM(inbound_calls), SUM(inbound_gap_ms),
-  SUM(orphans), SUM(self_parents),
-  MIN(trace_id)
-FROM TABLE(HOP(TABLE service_facts, DESCRIPTOR(t),
-               ${window_slide}, ${window_size}))
-GROUP BY window_start, window_end, service_name;
+SELECT service_name, window_start_ms, window_end_ms, spans, server_spans, errors, error_origins,
+       errors_propagated, errors_absorbed, errors_surfaced, q[1], q[2], self_ms, inbound_calls,
+       inbound_gap_ms, orphans, self_parents, example_trace_id
+FROM (
+  SELECT
+    service_name,
+    EXTRACT(EPOCH FROM window_start) * 1000 AS window_start_ms, EXTRACT(EPOCH FROM window_end) * 1000 AS window_end_ms,
+    SUM(spans) AS spans, SUM(server_spans) AS server_spans, SUM(errors) AS errors,
+    SUM(errors) - COUNT(DISTINCT error_parent_key) AS error_origins,
+    SUM(errors_propagated) AS errors_propagated, SUM(errors_absorbed) AS errors_absorbed,
+    SUM(errors_surfaced) AS errors_surfaced,
+    PERCENTILE(server_ms, ARRAY[0.5, 0.95]) AS q,
+    SUM(self_ms) AS self_ms,
+    SUM(inbound_calls) AS inbound_calls, SUM(inbound_gap_ms) AS inbound_gap_ms,
+    SUM(orphans) AS orphans, SUM(self_parents) AS self_parents,
+    MIN(trace_id) AS example_trace_id
+  FROM TABLE(HOP(TABLE service_facts, DESCRIPTOR(t),
+                 ${window_slide}, ${window_size}))
+  GROUP BY window_start, window_end, service_name
+);
 
 INSERT INTO stormwatch_error_breaks
 SELECT
