@@ -22,8 +22,8 @@ from typing import IO, TypeVar
 
 from connectors.kafka import producer, require_topics
 from stormwatch.config import Config
-from stormwatch.trace_formats import read_requests
 from stormwatch.otlp_encoding import encoder
+from stormwatch.trace_formats import read_requests
 from stormwatch.traffic.otlp import encode
 
 T = TypeVar("T")

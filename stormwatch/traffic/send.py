@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from stormwatch import catalog
 from stormwatch.config import Config
+from stormwatch.otlp_encoding import encoder
 from stormwatch.replay import paced, send
 from stormwatch.traffic.generator import Params, TraceGenerator
 from stormwatch.traffic.metrics import MetricsSettings
-from stormwatch.otlp_encoding import encoder
 from stormwatch.traffic.otlp import encode
 from stormwatch.traffic.schedule import Schedule
 from stormwatch.traffic.stream import MetricsFormat, Output, outputs
