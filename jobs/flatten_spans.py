@@ -13,10 +13,10 @@ import sys
 
 from jobs.common import parse_args, raw_reader, run_sql_job, setup, source_options, undecodable_messages
 from stormwatch import catalog
+from stormwatch.otlp_encoding import ENCODINGS
 from stormwatch.sqlfiles import load_statements
 
 JOB = "flatten_spans"
-ENCODINGS = ("otlp_json", "otlp_proto")
 
 
 def tables(encoding: str) -> list[str]:

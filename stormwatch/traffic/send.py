@@ -64,7 +64,7 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
               "metrics": metrics_topic(config, metrics_format or "native")}
     sent = Sent()
     # Spans in the encoding flatten_spans reads; metrics stay JSON (native or otlp_json).
-    encoders = {"spans": encoder(config.get("pipeline", "spans", "encoding"))}
+    encode_spans = encoder(config.get("pipeline", "spans", "encoding"))
 
     def records():
         for output in paced(stream, lambda o: o.time_unix_nano, 1.0 if live else None, sleep=stop.wait):
@@ -79,7 +79,7 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
         else:
             sent.metrics_messages += 1
         key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
-        return topics[output.kind], key, encoders.get(output.kind, encode)(output.value)
+        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode)(output.value)
 
     send(config, (counted(o) for o in records()), {topics['spans']} | ({topics['metrics']} if metrics_format else set()))
     return sent

@@ -67,6 +67,16 @@ def _as_reference(row: dict) -> Span:
     )
 
 
+def _assert_one_dead_letter_each(dead: list[dict], reasons: list[str]) -> None:
+    """Each expected reason (a prefix) is given by a dead letter of its own, and no dead letter is left over."""
+    given = sorted(d["reason"] for d in dead)
+    for reason in reasons:
+        match = [r for r in given if r.startswith(reason)]
+        assert match, f"no dead letter says {reason!r}: {given}"
+        given.remove(match[0])
+    assert not given, f"dead letters nobody expected: {given}"
+
+
 def _check_flattened(rows: list[dict], expected: list[Span]) -> None:
     # A multiset: the real data holds spans exported twice, and each copy must come out once.
     assert Counter(map(_as_reference, rows)) == Counter(expected)
@@ -100,11 +110,7 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
     dead = read_topic(config, topics["dead_letters"], len(HOSTILE) + 1)
     assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == len(HOSTILE) + 1
-    reasons = sorted(d["reason"] for d in dead)
-    for _, reason in HOSTILE + [(None, "spanId is not 16 hex digits")]:
-        match = [r for r in reasons if r.startswith(reason)]
-        assert match, f"no dead letter says {reason!r}: {reasons}"
-        reasons.remove(match[0])
+    _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE] + ["spanId is not 16 hex digits"])
     assert all(d["source_topic"] == topics["source"] and d["source_offset"] >= 0 for d in dead)
     assert all(d["job"] == "flatten_spans" for d in dead)
 
@@ -237,9 +243,4 @@ def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_
 
     dead = read_topic(config, topics["dead_letters"], len(HOSTILE_PROTO))
     assert_valid("stormwatch_dead_letters", dead)
-    reasons = sorted(d["reason"] for d in dead)
-    for _, reason in HOSTILE_PROTO:
-        match = [r for r in reasons if r.startswith(reason)]
-        assert match, f"no dead letter says {reason!r}: {reasons}"
-        reasons.remove(match[0])
-    assert not reasons
+    _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE_PROTO])
