@@ -19,6 +19,10 @@ from stormwatch.config import Config
 
 log = logging.getLogger(__name__)
 
+# Every reader, Flink's and ours, reads only committed records: the jobs' exactly-once sinks write in
+# transactions, and what a failed attempt wrote before its restart is aborted, never to be read.
+READ_ISOLATION = "read_committed"
+
 
 class KafkaSettingError(ValueError):
     pass
@@ -51,7 +55,7 @@ def producer(config: Config, **overrides) -> KafkaProducer:
 
 
 def consumer(config: Config, *topics: str, **overrides) -> KafkaConsumer:
-    defaults = {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    defaults = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "isolation_level": READ_ISOLATION}
     return KafkaConsumer(*topics, **{**defaults, **python_client_settings(config, KafkaConsumer), **overrides})
 
 
@@ -146,10 +150,16 @@ def table_options(config: Config, topic: str, **extra: str) -> str:
         "connector": "kafka",
         "topic": topic,
         "properties.bootstrap.servers": config.bootstrap_servers,
+        "properties.isolation.level": READ_ISOLATION,
         **{f"properties.{k}": v for k, v in config.kafka_properties.items()},
         **extra,
     }
-    return ",\n  ".join(f"'{_sql_escape(k)}' = '{_sql_escape(str(v))}'" for k, v in options.items())
+    return sql_options(options, ",\n  ")
+
+
+def sql_options(options: dict[str, object], separator: str = ", ") -> str:
+    """'key' = 'value' pairs as a WITH (...) clause or an OPTIONS hint holds them, quotes escaped."""
+    return separator.join(f"'{_sql_escape(k)}' = '{_sql_escape(str(v))}'" for k, v in options.items())
 
 
 def _sql_escape(text: str) -> str:

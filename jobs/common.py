@@ -6,9 +6,11 @@ import argparse
 import logging
 import re
 
-from pyflink.table import StatementSet, TableEnvironment
+from collections import Counter
 
-from connectors.kafka import table_options
+from pyflink.table import Table, TableEnvironment
+
+from connectors.kafka import sql_options, table_options
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.config import Config, load
 from stormwatch.flink_env import table_environment
@@ -32,6 +34,8 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME",
                         help=f"use topic NAME for ROLE ({', '.join(TOPIC_ROLES)})")
     parser.add_argument("--group-id", help="consumer group id (default from the configuration)")
+    parser.add_argument("--from-savepoint", metavar="PATH",
+                        help="start from this savepoint or retained checkpoint (`stormwatch job stop` prints one)")
     return parser.parse_args(argv)
 
 
@@ -73,16 +77,67 @@ def setup(args: argparse.Namespace) -> Config:
     return load(args.config)
 
 
-def execute(t_env: TableEnvironment, statements: StatementSet, bounded: bool) -> None:
-    """Submit, then wait: a local job lives in this process; `flink run -d` returns at once."""
-    result = statements.execute()
-    attached = t_env.get_config().get("execution.attached", "true").lower() != "false"
-    job = result.get_job_client()
-    logging.getLogger("stormwatch").info("submitted job %s", job.get_job_id() if job else "?")
-    if attached or bounded:
-        result.wait()
+class Inserts:
+    """A job's INSERTs, run as one Flink job (a statement set: they share their sources), each into its
+    Kafka sink with the delivery guarantee of [pipeline.delivery].
+
+    An exactly-once sink writes in Kafka transactions named by a prefix that must be unique on the
+    broker to that one sink, and the same when the job restarts: the restarted sink aborts what its
+    predecessor left open, which would otherwise hold every read_committed reader of the topic back
+    until the broker times it out. The prefix is the job's consumer group (one per deployed job), the
+    table, and a count for a table written by several INSERTs; it goes on the INSERT as a hint."""
+
+    def __init__(self, t_env: TableEnvironment, config: Config, group: str):
+        self.t_env = t_env
+        self.statements = t_env.create_statement_set()
+        self.delivery = config.section("pipeline", "delivery")
+        self.group = group
+        self.written: Counter[str] = Counter()
+
+    def sql(self, statement: str) -> None:
+        table = inserted_table(statement)
+        self.written[table] += 1
+        options = {"sink.delivery-guarantee": self.delivery["guarantee"]}
+        if self.delivery["guarantee"] == "exactly-once":
+            options["sink.transactional-id-prefix"] = f"{self.group}.{table}.{self.written[table]}"
+            options["properties.transaction.timeout.ms"] = str(self.delivery["transaction_timeout_ms"])
+        self.statements.add_insert_sql(with_sink_options(statement, options))
+
+    def table(self, sink: str, rows: Table) -> None:
+        """INSERT the rows of a Table (a DataStream's, say) into the table `sink`."""
+        view = f"{sink}_input_{self.written[sink] + 1}"
+        self.t_env.create_temporary_view(view, rows)
+        self.sql(f"INSERT INTO `{sink}` SELECT * FROM `{view}`")
+
+    def execute(self, bounded: bool) -> None:
+        """Submit, then wait: a local job lives in this process; `flink run -d` returns at once."""
+        result = self.statements.execute()
+        attached = self.t_env.get_config().get("execution.attached", "true").lower() != "false"
+        job = result.get_job_client()
+        logging.getLogger("stormwatch").info("submitted job %s", job.get_job_id() if job else "?")
+        if attached or bounded:
+            result.wait()
 
 
+# The table an INSERT writes: the first INSERT INTO at the start of a line (not in a comment).
+_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(`?)(\w+)\1", re.M | re.I)
+
+
+def _insert(statement: str) -> re.Match:
+    match = _INSERT.search(statement)
+    if not match:
+        raise ValueError(f"not an INSERT INTO a table: {statement[:200]!r}")
+    return match
+
+
+def inserted_table(statement: str) -> str:
+    return _insert(statement).group(2)
+
+
+def with_sink_options(statement: str, options: dict[str, str]) -> str:
+    """The INSERT with `options` on its sink table, as a hint: INSERT INTO t /*+ OPTIONS(...) */ ..."""
+    end = _insert(statement).end()
+    return f"{statement[:end]} /*+ OPTIONS({sql_options(options)}) */{statement[end:]}"
 _VIEW = re.compile(r"^CREATE TEMPORARY VIEW (\w+) AS", re.M)
 
 
@@ -101,14 +156,14 @@ def define(t_env: TableEnvironment, statements: list[str]) -> None:
             t_env.create_temporary_view(match.group(1), table)
 
 
-def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, bounded: bool,
+def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, args: argparse.Namespace, group: str,
                 more_inserts: list[str] = ()) -> None:
     """A job that is all SQL: its tables and views (`ddl`, rendered), then the INSERTs of
     sql/jobs/<job>.sql and `more_inserts` as one statement set, so they share sources and run as one
     Flink job."""
-    t_env = table_environment(config, f"stormwatch-{job}")
+    t_env = table_environment(config, f"stormwatch-{job}", args.from_savepoint)
     define(t_env, ddl)
-    inserts = t_env.create_statement_set()
+    inserts = Inserts(t_env, config, group)
     for statement in load_statements([f"jobs/{job}"], variables) + list(more_inserts):
-        inserts.add_insert_sql(statement)
-    execute(t_env, inserts, bounded)
+        inserts.sql(statement)
+    inserts.execute(args.bounded)

@@ -17,7 +17,7 @@ from pyflink.datastream.functions import KeyedBroadcastProcessFunction, KeyedPro
 from pyflink.datastream.state import MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
 from pyflink.table import StreamTableEnvironment
 
-from jobs.common import source_options
+from jobs.common import Inserts, source_options
 from stormwatch import catalog
 from stormwatch.config import Config
 from stormwatch.policy import Policy, apply_update, default_file, load
@@ -126,7 +126,7 @@ def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStr
 
 
 def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, default: Policy, step: Step,
-            policy_topic: str, state_ttl_days: int, sinks: dict[str, str], variables: dict, statements) -> None:
+            policy_topic: str, state_ttl_days: int, sinks: dict[str, str], variables: dict, inserts: Inserts) -> None:
     """Key `observed` by entity, run `step` under the policy (the default, or the newest accepted
     record of the policy topic, broadcast), and add an INSERT per output into the raw sink of its
     topic (`sinks`: output -> topic role), dead letters included."""
@@ -149,5 +149,5 @@ def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, defau
         rows = decided.filter(lambda r, wanted=output: r.output == wanted).map(
             lambda r: Row(entity_key=r.entity_key, record=r.record),
             output_type=Types.ROW_NAMED(["entity_key", "record"], [Types.STRING(), Types.STRING()]))
-        statements.add_insert(table, t_env.from_data_stream(rows))
-    statements.add_insert("stormwatch_dead_letters", t_env.from_data_stream(judged.get_side_output(DEAD_LETTERS)))
+        inserts.table(table, t_env.from_data_stream(rows))
+    inserts.table("stormwatch_dead_letters", t_env.from_data_stream(judged.get_side_output(DEAD_LETTERS)))

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     variables = catalog.variables(config, names, {**source_options(args, group), **tuned})
     ddl = load_statements(tables(encoding), variables) + raw_reader(
         config, args, "otlp_spans_raw", names["source"], f"{group}-raw")
-    run_sql_job(config, JOB, ddl, variables, args.bounded,
+    run_sql_job(config, JOB, ddl, variables, args, group,
                 undecodable_messages(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB, encoding))
 
 

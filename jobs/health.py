@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import define, execute, parse_args, raw_reader, setup, undecodable_messages
+from jobs.common import Inserts, define, parse_args, raw_reader, setup, undecodable_messages
 from jobs.decision_stream import control, job_inputs, observations
 from stormwatch import catalog, policy as policies
 from stormwatch.decisions import encode
@@ -61,22 +61,22 @@ def main(argv: list[str] | None = None) -> None:
     raw_tables = (raw_reader(config, args, "stormwatch_instance_metrics_raw", names["metrics"], f"{group}-metrics-raw")
                   + raw_reader(config, args, "otlp_metrics_raw", names["otlp_metrics"], f"{group}-otlp_metrics-raw"))
 
-    t_env = stream_table_environment(config, f"stormwatch-{JOB}")
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     t_env.create_temporary_function("cumulative_buckets", cumulative_buckets)
     define(t_env, load_statements(FILES, variables) + raw_tables)
-    inserts = t_env.create_statement_set()
+    inserts = Inserts(t_env, config, group)
     for statement in load_statements([f"jobs/{JOB}"], variables) + undecodable_messages(
             variables, "otlp_metrics_raw", names["otlp_metrics"], "resourceMetrics", JOB):
-        inserts.add_insert_sql(statement)
+        inserts.sql(statement)
 
     windows = t_env.to_data_stream(t_env.from_path("instance_windows"))
     # Computed once: the same rows go to their topic and on to the decisions.
-    inserts.add_insert("stormwatch_instance_windows", t_env.from_data_stream(windows))
+    inserts.table("stormwatch_instance_windows", t_env.from_data_stream(windows))
     observed = observations(windows, window_entity_key).union(
         observations(t_env.to_data_stream(t_env.from_path("stormwatch_edges")), window_entity_key))
     control(t_env, observed, JOB, default, step, names["policy"], int(config.get("pipeline", "health", "state_ttl_days")),
             SINKS, variables, inserts)
-    execute(t_env, inserts, args.bounded)
+    inserts.execute(args.bounded)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor
 from pyflink.table.expressions import col
 
-from jobs.common import define, execute, parse_args, setup
+from jobs.common import Inserts, define, parse_args, setup
 from jobs.decision_stream import OBSERVATION, control, job_inputs, observations
 from stormwatch import policy as policies
 from stormwatch.decisions import encode, envelope
@@ -82,19 +82,19 @@ def step(state, observation: dict, policy: policies.Policy):
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names, _, default, variables = job_inputs(args, config, JOB, INPUTS)
+    names, group, default, variables = job_inputs(args, config, JOB, INPUTS)
 
-    t_env = stream_table_environment(config, f"stormwatch-{JOB}")
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     define(t_env, load_statements(FILES, variables))
     # Service rows (`instance` NULL) are the health job's; fronts are made of instances.
     rows = t_env.from_path("stormwatch_instance_windows").filter(col("instance").is_not_null)
     windows = (observations(t_env.to_data_stream(rows), lambda r: r["service"])
                .key_by(lambda o: o.entity_key, key_type=Types.STRING())
                .process(GatherWindows(), output_type=OBSERVATION))
-    inserts = t_env.create_statement_set()
+    inserts = Inserts(t_env, config, group)
     control(t_env, windows, JOB, default, step, names["policy"], int(config.get("pipeline", "scaling", "state_ttl_days")),
             SINKS, variables, inserts)
-    execute(t_env, inserts, args.bounded)
+    inserts.execute(args.bounded)
 
 
 if __name__ == "__main__":

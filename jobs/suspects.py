@@ -17,7 +17,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
-from jobs.common import define, execute, parse_args, setup, source_options
+from jobs.common import Inserts, define, parse_args, setup, source_options
 from stormwatch import catalog
 from stormwatch.flink_env import stream_table_environment
 from stormwatch.sqlfiles import load_statements
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     variables = catalog.variables(config, names, source_options(args, group),
                                   read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})
 
-    t_env = stream_table_environment(config, f"stormwatch-{JOB}")
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     define(t_env, load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables))
 
     def records(role: str):
@@ -140,12 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     verdicts = (records("service_windows").union(records("edges"))
                 .key_by(lambda r: 0, key_type=Types.INT())
                 .process(RankWindows(policy, int(settings["vanish_after_windows"])), output_type=SUSPECT))
-    inserts = t_env.create_statement_set()
-    inserts.add_insert("stormwatch_suspects", t_env.from_data_stream(verdicts))
-    inserts.add_insert("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
-    inserts.add_insert("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
-    inserts.add_insert("stormwatch_dead_letters", t_env.from_data_stream(verdicts.get_side_output(DEAD_LETTERS)))
-    execute(t_env, inserts, args.bounded)
+    inserts = Inserts(t_env, config, group)
+    inserts.table("stormwatch_suspects", t_env.from_data_stream(verdicts))
+    inserts.table("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
+    inserts.table("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
+    inserts.table("stormwatch_dead_letters", t_env.from_data_stream(verdicts.get_side_output(DEAD_LETTERS)))
+    inserts.execute(args.bounded)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     reading = source_options(args, group)
     variables = catalog.variables(config, names, reading, read_with={"sink": reading})
 
-    run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args.bounded)
+    run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args, group)
 
 
 if __name__ == "__main__":

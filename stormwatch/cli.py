@@ -60,6 +60,24 @@ def cmd_run(args) -> None:
         importlib.import_module(f"jobs.{args.job}").main(job_args)
 
 
+def cmd_job(args) -> None:
+    from stormwatch.runtime.flink_cluster import FlinkCluster
+
+    cluster = FlinkCluster(load(args.config))
+    if args.action == "list":
+        for job in cluster.jobs():
+            print(f"{job['jid']}  {job['state']:<10}  {job['name']}")
+    elif args.job_id is None:
+        raise ConfigError("stormwatch job stop: name the job (its id, from `stormwatch job list`)")
+    elif args.no_savepoint:
+        cluster.cancel(args.job_id)
+        print(f"cancelled {args.job_id}")
+    else:
+        location = cluster.stop_with_savepoint(args.job_id)
+        print(f"stopped {args.job_id} with a savepoint; start it again where it stopped with\n"
+              f"  stormwatch run [--cluster] JOB -- --from-savepoint {location} [the job's other arguments]")
+
+
 def cmd_replay(args) -> None:
     from stormwatch.replay import parse_pace, replay
 
@@ -206,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", help=f"one of: {', '.join(job_names())}")
     p.add_argument("--cluster", action="store_true", help="submit with `flink run -py` to the standalone cluster")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("job", help="list the cluster's jobs, or stop one with a savepoint to restart it from")
+    p.add_argument("action", choices=["list", "stop"])
+    p.add_argument("job_id", nargs="?")
+    p.add_argument("--no-savepoint", action="store_true", help="cancel without a savepoint")
+    p.set_defaults(func=cmd_job)
 
     p = sub.add_parser("replay", help="send trace files (OTLP JSON lines, Zipkin v2 or Jaeger JSON) to a topic")
     p.add_argument("files", nargs="+")

@@ -44,6 +44,11 @@ class Config:
         return self.resolve(self.get("runtime_dir"))
 
     @property
+    def savepoints_dir(self) -> Path:
+        """Where `stormwatch job stop` puts savepoints (and jobs theirs, unless Flink's config says)."""
+        return self.runtime_dir / "flink" / "savepoints"
+
+    @property
     def jars_dir(self) -> Path:
         # Shared by every runtime dir of a checkout: jvm/pom.xml writes here, whatever the config.
         return PROJECT_ROOT / "runtime" / "jars"

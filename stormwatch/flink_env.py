@@ -26,7 +26,8 @@ def job_jars(config: Config) -> list[str]:
     return [j.as_uri() for j in sorted(folder.glob("*.jar")) if not j.name.startswith("flink-sql-gateway-")]
 
 
-def job_configuration(config: Config, job_name: str) -> dict[str, str]:
+def job_configuration(config: Config, job_name: str, restore_from: str | None = None) -> dict[str, str]:
+    """Everything a job sets in Flink; `restore_from`: a savepoint or retained checkpoint to start from."""
     return {
         # Shipped with the job either way: on the embedded mini-cluster it is the only copy; on a
         # standalone cluster the connector in lib/ wins (org.apache.flink classes load parent-first).
@@ -37,23 +38,27 @@ def job_configuration(config: Config, job_name: str) -> dict[str, str]:
         # does not see a virtualenv's packages unless they are on its path.
         "python.executable": sys.executable,
         "python.pythonpath": os.pathsep.join(site.getsitepackages()),
+        # Checkpoints and savepoints beside the project's other runtime files, unless configured.
+        "execution.checkpointing.dir": (config.runtime_dir / "flink" / "checkpoints").as_uri(),
+        "execution.checkpointing.savepoint-dir": config.savepoints_dir.as_uri(),
         **{key: str(value) for key, value in config.section("flink", "job_config").items()},
         "pipeline.name": job_name,
+        **({"execution.state-recovery.path": restore_from} if restore_from else {}),
     }
 
 
-def table_environment(config: Config, job_name: str) -> TableEnvironment:
+def table_environment(config: Config, job_name: str, restore_from: str | None = None) -> TableEnvironment:
     """For jobs that are all SQL."""
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    for key, value in job_configuration(config, job_name).items():
+    for key, value in job_configuration(config, job_name, restore_from).items():
         t_env.get_config().set(key, value)
     return t_env
 
 
-def stream_table_environment(config: Config, job_name: str) -> StreamTableEnvironment:
+def stream_table_environment(config: Config, job_name: str, restore_from: str | None = None) -> StreamTableEnvironment:
     """For jobs that hand per-window records from SQL tables to Python functions and back."""
     conf = Configuration()
-    for key, value in job_configuration(config, job_name).items():
+    for key, value in job_configuration(config, job_name, restore_from).items():
         conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     return StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())

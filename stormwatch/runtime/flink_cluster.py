@@ -157,13 +157,53 @@ class FlinkCluster:
         return subprocess.run(command, env=self.env(), cwd=PROJECT_ROOT).returncode
 
     def jobs(self) -> list[dict]:
-        with urllib.request.urlopen(f"{self.rest_url}/jobs/overview", timeout=5) as r:
-            return json.load(r)["jobs"]
+        return self._rest("GET", "/jobs/overview")["jobs"]
 
     def cancel(self, job_id: str) -> None:
-        req = urllib.request.Request(f"{self.rest_url}/jobs/{job_id}?mode=cancel", method="PATCH")
-        with urllib.request.urlopen(req, timeout=10):
-            pass
+        self._rest("PATCH", f"/jobs/{job_id}?mode=cancel")
+
+    def stop_with_savepoint(self, job_id: str, timeout: float = 300.0) -> str:
+        """Stop the job after a savepoint (its sinks commit what they hold); returns the savepoint's
+        path, for `--from-savepoint` of the job started in its place."""
+        trigger = self._rest("POST", f"/jobs/{job_id}/stop",
+                             {"drain": False, "targetDirectory": self.config.savepoints_dir.as_uri()})["request-id"]
+        status: dict = {}
+
+        def done() -> bool:
+            nonlocal status
+            status = self._rest("GET", f"/jobs/{job_id}/savepoints/{trigger}")
+            return status["status"]["id"] == "COMPLETED"
+
+        wait_until(done, timeout, f"the savepoint of job {job_id}", interval=1.0)
+        operation = status["operation"]
+        if "failure-cause" in operation:
+            raise ServiceError(f"stopping job {job_id} with a savepoint failed: {operation['failure-cause']}")
+        return operation["location"]
+
+    def checkpoints(self, job_id: str) -> dict:
+        """The job's checkpoint counts (`completed`, `failed`, `restored`...), as the web UI shows them."""
+        return self._rest("GET", f"/jobs/{job_id}/checkpoints")["counts"]
+
+    def _rest(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.rest_url}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+        return json.loads(text) if text.strip() else {}
+
+    # -- task managers -------------------------------------------------------------------------
+
+    def taskmanager_pids(self) -> list[int]:
+        return [pid for pid_file in (self.home / "pid").glob("flink-*-taskexecutor.pid")
+                for pid in map(int, pid_file.read_text().split()) if pid_alive(pid)]
+
+    def start_taskmanager(self) -> None:
+        """One more TaskManager, e.g. in place of one that died: jobs waiting for slots resume."""
+        result = subprocess.run(["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
+                                env=self.env(), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ServiceError(f"taskmanager.sh start failed:\n{result.stdout}{result.stderr}")
 
     def _package_archive(self) -> Path:
         """The project's packages as one zip: PyFlink puts a zip itself on the workers' sys.path,

@@ -56,8 +56,9 @@ def _prometheus_pages(config) -> list[str]:
 
 
 def _dead_letters_counted(pages: list[str]) -> float:
-    """Records into the dead-letter sink's writer: the job's count of bad messages."""
-    pattern = re.compile(r'^flink_taskmanager_job_task_operator_numRecordsIn\{[^}]*operator_name="[^"]*dead_letters[^"]*"[^}]*\} (\S+)$',
+    """Records into the dead-letter sinks' writers (not their committers, which count transactions):
+    the job's count of bad messages."""
+    pattern = re.compile(r'^flink_taskmanager_job_task_operator_numRecordsIn\{[^}]*operator_name="[^"]*dead_letters[^"]*_Writer"[^}]*\} (\S+)$',
                          re.MULTILINE)
     return sum(float(v) for page in pages for v in pattern.findall(page))
 
