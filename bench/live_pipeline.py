@@ -96,18 +96,21 @@ class Collector(threading.Thread):
 
 
 class MemorySampler(threading.Thread):
-    """The TaskManager's JVM memory (Flink's metrics over REST) and its process's resident set."""
+    """The TaskManager's JVM memory (Flink's metrics over REST), its process's resident set, and the
+    jobs' state: the full size of each one's latest completed checkpoint, summed."""
 
-    def __init__(self, cluster: FlinkCluster) -> None:
+    def __init__(self, cluster: FlinkCluster, jobs: list[str]) -> None:
         super().__init__(name="memory", daemon=True)
         self.cluster = cluster
+        self.jobs = jobs
         self.samples: list[dict[str, float]] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         start = time.monotonic()
         while not self.stop.wait(SAMPLE_EVERY_S):
-            sample = {"minute": (time.monotonic() - start) / 60, **self._jvm(), "rss": _rss_bytes(self._pid())}
+            sample = {"minute": (time.monotonic() - start) / 60, **self._jvm(), "rss": _rss_bytes(self._pid()),
+                      "state": sum(self._state_size(job) for job in self.jobs)}
             self.samples.append(sample)
 
     def _jvm(self) -> dict[str, float]:
@@ -116,6 +119,10 @@ class MemorySampler(threading.Thread):
         url = f"{self.cluster.rest_url}/taskmanagers/{tm['id']}/metrics?get={','.join(TM_METRICS)}"
         with urllib.request.urlopen(url, timeout=5) as r:
             return {m["id"]: float(m["value"]) for m in json.load(r)}
+
+    def _state_size(self, job: str) -> float:
+        latest = self.cluster.checkpoints(job)["latest"]["completed"]
+        return float(latest["state_size"]) if latest else 0.0
 
     def _pid(self) -> int:
         [pid_file] = (self.cluster.home / "pid").glob("flink-*-taskexecutor.pid")
@@ -193,7 +200,7 @@ def main(argv: list[str]) -> None:
         jobs = submit_all(config, cluster)
         print(f"jobs RUNNING: {dict(zip(JOBS, jobs))}", flush=True)
         await_flattening(config, collector, names["source"])
-        memory = MemorySampler(cluster)
+        memory = MemorySampler(cluster, jobs)
         memory.start()
         t0_ms = time.time_ns() // 10**6
         print(f"traffic: {args.rate:g} traces/s for {args.minutes:g} min, schedule {SCHEDULE}", flush=True)
@@ -283,23 +290,25 @@ def memory_section(samples: list[dict[str, float]]) -> list[str]:
     mib = 2**20
     lines = ["## TaskManager memory over the run", "",
              f"Sampled every {SAMPLE_EVERY_S:g} s from the start of the traffic: Flink's JVM metrics of the TaskManager "
-             "over REST and the resident set of its process (the Python UDFs run inside it, thread mode). "
-             "Per minute, the last sample.", "",
-             "| minute | heap used MiB | non-heap MiB | direct MiB | managed MiB | process RSS MiB |",
-             "|---|---|---|---|---|---|"]
+             "over REST and the resident set of its process (the Python UDFs run inside it, thread mode); the "
+             "state of all jobs: the full size of each job's latest completed checkpoint (RocksDB, incremental), "
+             "summed. Per minute, the last sample.", "",
+             "| minute | heap used MiB | non-heap MiB | direct MiB | managed MiB | process RSS MiB | state MiB |",
+             "|---|---|---|---|---|---|---|"]
     per_minute = {int(s["minute"]): s for s in samples}
     for minute, s in sorted(per_minute.items()):
         lines.append(f"| {minute} | {s['Status.JVM.Memory.Heap.Used'] / mib:,.0f} | "
                      f"{s['Status.JVM.Memory.NonHeap.Used'] / mib:,.0f} | {s['Status.JVM.Memory.Direct.MemoryUsed'] / mib:,.0f} "
-                     f"| {s['Status.Flink.Memory.Managed.Used'] / mib:,.0f} | {s['rss'] / mib:,.0f} |")
+                     f"| {s['Status.Flink.Memory.Managed.Used'] / mib:,.0f} | {s['rss'] / mib:,.0f} | {s['state'] / mib:,.1f} |")
     half = [s for s in samples if s["minute"] >= samples[-1]["minute"] / 2] if samples else []
     if len(half) >= 2:
         slope = statistics.linear_regression([s["minute"] for s in half], [s["rss"] / mib for s in half]).slope
         heap = statistics.linear_regression([s["minute"] for s in half],
                                             [s["Status.JVM.Memory.Heap.Used"] / mib for s in half]).slope
+        state = statistics.linear_regression([s["minute"] for s in half], [s["state"] / mib for s in half]).slope
         lines += ["", f"Trend over the second half of the run (least squares): RSS {slope:+.1f} MiB/min, "
                       f"heap used {heap:+.1f} MiB/min (heap used moves with garbage collection; RSS is what the "
-                      "machine pays)."]
+                      f"machine pays), state {state:+.2f} MiB/min."]
     return lines
 
 

@@ -23,10 +23,9 @@ def tables(encoding: str) -> list[str]:
     """The SQL files of the job for messages in `encoding`."""
     if encoding not in ENCODINGS:
         raise SystemExit(f"[pipeline.spans] encoding = {encoding!r}: stormwatch reads {' or '.join(ENCODINGS)}")
-    # HEX_BYTES and PROTOBUF_ERROR are Java functions (jvm/functions/) only protobuf input needs.
-    functions = ["functions/stormwatch_functions"] if encoding == "otlp_proto" else []
     suffix = encoding.removeprefix("otlp_")
-    return [*functions, f"tables/otlp_spans_{suffix}", "tables/stormwatch_spans", "tables/stormwatch_dead_letters",
+    # Java functions (jvm/functions/): judging undecodable messages, hex of protobuf's id bytes.
+    return ["functions/stormwatch_functions", f"tables/otlp_spans_{suffix}", "tables/stormwatch_spans", "tables/stormwatch_dead_letters",
             f"views/otlp_span_rows_{suffix}", "views/otlp_spans_flat"]
 
 

@@ -25,7 +25,7 @@ JOB = "health"
 # Tables read (by topic role) and the files that define them and what is computed on the JVM.
 INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", "otlp_metrics": "otlp_metrics",
           "edges": "stormwatch_edges", "policy": "stormwatch_policy"}
-FILES = [f"tables/{t}" for t in INPUTS.values()] + [
+FILES = ["functions/stormwatch_functions"] + [f"tables/{t}" for t in INPUTS.values()] + [
     "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters", "views/unique_spans",
     "views/otlp_metrics_flat", "views/otlp_instance_metrics", "views/instance_metrics_checked", "views/instance_facts",
     "views/instance_windows",

@@ -4,3 +4,6 @@
 CREATE TEMPORARY FUNCTION IF NOT EXISTS HEX_BYTES AS 'io.stormwatch.flink.HexBytes' LANGUAGE JAVA;
 -- PROTOBUF_ERROR(payload, 'java.Class'): why a message is not that protobuf message; NULL if it is one.
 CREATE TEMPORARY FUNCTION IF NOT EXISTS PROTOBUF_ERROR AS 'io.stormwatch.flink.ProtobufError' LANGUAGE JAVA;
+-- OTLP_JSON_ERROR(payload, 'resourceSpans', 'ExportTraceServiceRequest'): why a message is not that OTLP
+-- JSON request, down to the objects and arrays its table reads; NULL if it is one.
+CREATE TEMPORARY FUNCTION IF NOT EXISTS OTLP_JSON_ERROR AS 'io.stormwatch.flink.OtlpJsonError' LANGUAGE JAVA;

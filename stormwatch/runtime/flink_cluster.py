@@ -181,8 +181,9 @@ class FlinkCluster:
         return operation["location"]
 
     def checkpoints(self, job_id: str) -> dict:
-        """The job's checkpoint counts (`completed`, `failed`, `restored`...), as the web UI shows them."""
-        return self._rest("GET", f"/jobs/{job_id}/checkpoints")["counts"]
+        """The job's checkpoint statistics as the web UI shows them: `counts` (completed, failed,
+        restored...) and `latest` (the last completed one, its state size...)."""
+        return self._rest("GET", f"/jobs/{job_id}/checkpoints")
 
     def _rest(self, method: str, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode()

@@ -82,8 +82,8 @@ class LiveRun:
 
     def await_checkpoint(self) -> None:
         """Until the job runs and has completed a checkpoint since now: it made progress to lose."""
-        before = self.cluster.checkpoints(self.job_id)["completed"]
-        wait_until(lambda: self.state() == "RUNNING" and self.cluster.checkpoints(self.job_id)["completed"] > before,
+        before = self.cluster.checkpoints(self.job_id)["counts"]["completed"]
+        wait_until(lambda: self.state() == "RUNNING" and self.cluster.checkpoints(self.job_id)["counts"]["completed"] > before,
                    180, f"a new checkpoint of job {self.job_id}", interval=1.0)
 
     def feed(self, spans: list[tuple[int, bytes, bytes]], disrupt: Callable[[int], None]) -> None:
@@ -153,7 +153,7 @@ def test_decisions_are_complete_and_once_across_taskmanager_kills_and_a_savepoin
     try:
         run.feed(staged["spans"], disrupt)
         assert_same_as_undisturbed(run, staged)
-        assert flink_cluster.checkpoints(run.job_id)["restored"] >= 2
+        assert flink_cluster.checkpoints(run.job_id)["counts"]["restored"] >= 2
     finally:
         run.cancel()
 
