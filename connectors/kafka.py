@@ -1,14 +1,16 @@
 """Kafka clients and Flink Kafka table options, all built from one configuration.
 
 Settings in [kafka.properties] use the Java client's names. Flink gets them unchanged (prefixed with
-`properties.`); kafka-python gets the same settings under its own names, dots turned into
-underscores. A setting kafka-python has no equivalent for is an error for the Python clients, never
-silently dropped.
+`properties.`; Kafka's JAAS login modules where the SQL connector relocated them); kafka-python gets
+the same settings under its own names: dots turned into underscores, and PEM stores and PLAIN/SCRAM
+JAAS credentials as kafka-python takes them. A setting kafka-python has no equivalent for is an
+error for the Python clients, never silently dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -28,6 +30,42 @@ class KafkaSettingError(ValueError):
     pass
 
 
+# The Java clients take SASL PLAIN and SCRAM credentials as one JAAS line; kafka-python as two settings.
+_JAAS = re.compile(r"^\s*(?:org\.apache\.flink\.kafka\.shaded\.)?"
+                   r"org\.apache\.kafka\.common\.security\.(?:plain\.PlainLoginModule|scram\.ScramLoginModule)"
+                   r"\s+required\b(.*);\s*$", re.S)
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jaas_credentials(jaas: str) -> dict[str, str] | None:
+    match = _JAAS.match(jaas)
+    # Quoted values as JAAS reads them: a backslash escapes the next character.
+    options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(match.group(1))} if match else {}
+    if "username" not in options or "password" not in options:
+        return None
+    return {"sasl_plain_username": options["username"], "sasl_plain_password": options["password"]}
+
+
+def _translated(key: str, value: str, properties: dict[str, str]) -> dict | None:
+    """kafka-python's settings for a Java client setting it names differently, or None if it has none."""
+    def pem(store: str) -> bool:
+        return properties.get(f"ssl.{store}.type", "").upper() == "PEM"
+
+    if key == "sasl.jaas.config":
+        return _jaas_credentials(value)
+    if key == "ssl.truststore.location" and pem("truststore"):
+        return {"ssl_cafile": value}
+    if key == "ssl.keystore.location" and pem("keystore"):  # certificate and key in one file
+        return {"ssl_certfile": value}
+    if key in ("ssl.truststore.type", "ssl.keystore.type") and value.upper() == "PEM":
+        return {}
+    if key == "ssl.key.password":
+        return {"ssl_password": value}
+    if key == "ssl.endpoint.identification.algorithm":
+        return {"ssl_check_hostname": value.lower() == "https"}
+    return None
+
+
 def python_client_settings(config: Config, client_class) -> dict:
     settings = {"bootstrap_servers": config.bootstrap_servers.split(",")}
     unsupported = []
@@ -35,6 +73,8 @@ def python_client_settings(config: Config, client_class) -> dict:
         name = key.replace(".", "_")
         if name in client_class.DEFAULT_CONFIG:
             settings[name] = value
+        elif (translated := _translated(key, value, config.kafka_properties)) is not None:
+            settings.update(translated)
         else:
             unsupported.append(key)
     if unsupported:
@@ -151,10 +191,19 @@ def table_options(config: Config, topic: str, **extra: str) -> str:
         "topic": topic,
         "properties.bootstrap.servers": config.bootstrap_servers,
         "properties.isolation.level": READ_ISOLATION,
-        **{f"properties.{k}": v for k, v in config.kafka_properties.items()},
+        **{f"properties.{k}": _for_flink(k, v) for k, v in config.kafka_properties.items()},
         **extra,
     }
     return sql_options(options, ",\n  ")
+
+
+def _for_flink(key: str, value: str) -> str:
+    """flink-sql-connector-kafka carries the Kafka client relocated under org.apache.flink.kafka.shaded:
+    a JAAS line must name Kafka's login modules there (Flink's Kafka connector docs, Security), or every
+    client of the job fails to log in. Other modules, and names already relocated, stay as they are."""
+    if key != "sasl.jaas.config":
+        return value
+    return re.sub(r"(?<![\w.])org\.apache\.kafka\.", "org.apache.flink.kafka.shaded.org.apache.kafka.", value)
 
 
 def sql_options(options: dict[str, object], separator: str = ", ") -> str:

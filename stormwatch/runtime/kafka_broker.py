@@ -146,6 +146,8 @@ class KafkaBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "transaction.max.timeout.ms": str(local["transaction_max_timeout_ms"]),
+            # Anything else, as Kafka names it: other listeners, SASL, TLS...
+            **{str(k): str(v) for k, v in local.get("server_properties", {}).items()},
         }
         path = self.home / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
