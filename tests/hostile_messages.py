@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
@@ -25,6 +26,7 @@ ID_REASON = {"traceId": "traceId", "spanId": "spanId", "parentSpanId": "parentSp
 TIME_REASON = "startTimeUnixNano or endTimeUnixNano missing, zero or not an integer"
 NOT_JSON = "not a JSON object"
 NO_ARRAY = "no resourceSpans array"
+FUTURE = "endTimeUnixNano is more than"
 SHAPE = "not an OTLP ExportTraceServiceRequest: "
 
 
@@ -50,7 +52,9 @@ def _hex(n: int) -> st.SearchStrategy[str]:
     return st.text("0123456789abcdefABCDEF", min_size=n, max_size=n).filter(lambda s: s.strip("0") != "")
 
 
-_times = st.integers(1, 7 * 10**18).flatmap(lambda start: st.tuples(st.just(start), st.integers(start, 7 * 10**18)))
+# Any time from 1970 to now; later than the clock allows is a broken time (FUTURE).
+NOW_NS = time.time_ns()
+_times = st.integers(1, NOW_NS).flatmap(lambda start: st.tuples(st.just(start), st.integers(start, NOW_NS)))
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 
 
@@ -95,8 +99,11 @@ def span_case(draw) -> Case:
     broken, reasons = draw(st.integers(-1, len(spans) - 1)), []
     if broken >= 0:
         span = dict(spans[broken])
-        what = draw(st.sampled_from(["traceId", "spanId", "parentSpanId", "time", "order"]))
-        if what == "time":
+        what = draw(st.sampled_from(["traceId", "spanId", "parentSpanId", "time", "order", "future"]))
+        if what == "future":  # a day to 150 years ahead
+            span["endTimeUnixNano"] = str(NOW_NS + draw(st.integers(86400 * 10**9, 7 * 10**18 - NOW_NS)))
+            reasons = [FUTURE]
+        elif what == "time":
             span[draw(st.sampled_from(["startTimeUnixNano", "endTimeUnixNano"]))] = draw(_bad_time)
             reasons = [TIME_REASON]
         elif what == "order":
@@ -207,10 +214,12 @@ def mutated(lines: list[bytes], count: int, seed: int = 0) -> list[Case]:
             shift = 60 * 10**9
             span["startTimeUnixNano"] = str(int(span["startTimeUnixNano"]) - shift)
             span["endTimeUnixNano"] = str(int(span["endTimeUnixNano"]) - shift)
-        elif how == "future":
+        elif how == "future":  # ten years ahead is refused; ten years back is merely late for topology
             shift = rng.choice([-1, 1]) * 10 * 365 * 86400 * 10**9
             span["startTimeUnixNano"] = str(int(span["startTimeUnixNano"]) + shift)
             span["endTimeUnixNano"] = str(int(span["endTimeUnixNano"]) + shift)
+            if shift > 0:
+                reasons, rows = [FUTURE], rows[:index] + rows[index + 1:]
         elif how == "self_parent":
             span["parentSpanId"] = span["spanId"]
         else:
@@ -220,11 +229,36 @@ def mutated(lines: list[bytes], count: int, seed: int = 0) -> list[Case]:
     return cases
 
 
-def deep_trace(spans: int, per_message: int = 2000) -> list[Case]:
-    """One trace `spans` deep (each span the parent of the next), in messages of `per_message` spans."""
-    trace = "d" * 31 + "1"
-    chain = [{"traceId": trace, "spanId": f"{i + 1:016x}", "parentSpanId": f"{i:016x}" if i else "",
-              "name": f"level-{i}", "kind": 1, "startTimeUnixNano": str(1_700_000_000 * 10**9 + i),
-              "endTimeUnixNano": str(1_700_000_100 * 10**9 - i)} for i in range(spans)]
-    return [Case(json.dumps(request(chain[i:i + per_message], "deep")).encode(), [],
-                 [_row(s) for s in chain[i:i + per_message]]) for i in range(0, spans, per_message)]
+def big_trace(depth: int, width: int, per_message: int = 2000) -> list[Case]:
+    """One trace of a chain `depth` deep (each span the parent of the next) whose root also has `width`
+    children, in messages of `per_message` spans."""
+    trace, start, end = "d" * 31 + "1", 1_700_000_000 * 10**9, 1_700_000_100 * 10**9
+
+    def span(i: int, parent: int | None) -> dict:
+        return {"traceId": trace, "spanId": f"{i + 1:016x}", "parentSpanId": f"{parent + 1:016x}" if parent is not None
+                else "", "name": f"span-{i}", "kind": 1, "startTimeUnixNano": str(start + i), "endTimeUnixNano": str(end - i)}
+
+    spans = [span(i, i - 1 if i else None) for i in range(depth)] + [span(depth + i, 0) for i in range(width)]
+    return [Case(json.dumps(request(spans[i:i + per_message], "big")).encode(), [],
+                 [_row(s) for s in spans[i:i + per_message]]) for i in range(0, len(spans), per_message)]
+
+
+def broken_protobuf(messages: list[bytes], count: int, seed: int = 0) -> list[Case]:
+    """Real OTLP protobuf messages truncated or with bytes overwritten, kept only where the protobuf
+    parser (Python's here, Java's in the job) refuses them: the dead letters must say so."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    rng, cases = random.Random(seed), []
+    while len(cases) < count:
+        message = bytearray(rng.choice(messages))
+        if rng.random() < 0.5:
+            message = message[:rng.randrange(1, len(message))]
+        else:
+            for _ in range(rng.randint(1, 8)):
+                message[rng.randrange(len(message))] = rng.randrange(256)
+        try:
+            ExportTraceServiceRequest.FromString(bytes(message))
+        except DecodeError:
+            cases.append(Case(bytes(message), ["not an OTLP ExportTraceServiceRequest in protobuf"]))
+    return cases

@@ -41,6 +41,8 @@ SELECT
       OR start_time_unix_nano = 0 OR end_time_unix_nano = 0
       THEN 'startTimeUnixNano or endTimeUnixNano missing, zero or not an integer'
     WHEN end_time_unix_nano < start_time_unix_nano THEN 'endTimeUnixNano is before startTimeUnixNano'
+    WHEN end_time_unix_nano / 1000000000 > UNIX_TIMESTAMP() + ${future_limit_seconds}
+      THEN 'endTimeUnixNano is more than ${future_limit_seconds} s ahead of the clock'
   END AS reject_reason,
   kafka_partition,
   kafka_offset

@@ -21,7 +21,7 @@ def test_placeholders_are_filled_and_a_missing_one_names_file_and_placeholder():
 
 
 def test_dollar_signs_in_regular_expressions_are_left_alone():
-    text = render("views/otlp_spans_flat")
+    text = render("views/otlp_spans_flat", {"future_limit_seconds": 3600})
     assert "'^[0-9a-fA-F]{32}$'" in text
 
 
