@@ -64,7 +64,9 @@ def messages_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> tup
 
 
 def passthrough(config: Config, source: str, sink: str, group: str) -> None:
-    """Flink SQL copy of the raw values of `source` to `sink`, bounded; runs in this process."""
+    """Flink SQL copy of the raw values of `source` to `sink`, bounded; runs in this process, with the
+    jobs' configuration and delivery guarantee (checkpoints, transactions)."""
+    from jobs.common import Inserts
     from stormwatch.flink_env import table_environment
 
     t_env = table_environment(config, "bench-passthrough")
@@ -72,7 +74,9 @@ def passthrough(config: Config, source: str, sink: str, group: str) -> None:
                "scan.bounded.mode": "latest-offset", "format": "raw"}
     t_env.execute_sql(f"CREATE TEMPORARY TABLE src (`payload` BYTES) WITH ({table_options(config, source, **reading)})")
     t_env.execute_sql(f"CREATE TEMPORARY TABLE dst (`payload` BYTES) WITH ({table_options(config, sink, format='raw')})")
-    t_env.execute_sql("INSERT INTO dst SELECT `payload` FROM src").wait()
+    inserts = Inserts(t_env, config, group)
+    inserts.sql("INSERT INTO dst SELECT `payload` FROM src")
+    inserts.execute(bounded=True)
 
 
 def timed(command: list[str], log: Path) -> float:

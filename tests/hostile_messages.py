@@ -194,7 +194,7 @@ def mutated(lines: list[bytes], count: int, seed: int = 0) -> list[Case]:
         rows = [(s.trace_id, s.span_id) for s in spans_of_request(message)]
         span, index = (lambda i: (spans[i], i))(rng.randrange(len(spans)))
         how = rng.choice(["truncate", "trace_id", "span_id", "parent", "drop_time", "order", "skew", "future",
-                          "self_parent", "duplicate"])
+                          "self_parent", "cycle", "duplicate"])
         reasons: list[str] = []
         if how == "truncate":
             cases.append(Case(line[:rng.randrange(1, len(line) - 1)], [NOT_JSON]))
@@ -222,6 +222,9 @@ def mutated(lines: list[bytes], count: int, seed: int = 0) -> list[Case]:
                 reasons, rows = [FUTURE], rows[:index] + rows[index + 1:]
         elif how == "self_parent":
             span["parentSpanId"] = span["spanId"]
+        elif how == "cycle":  # the span and another of its trace, each the other's parent
+            other = rng.choice([s for s in spans if s["traceId"] == span["traceId"]])
+            span["parentSpanId"], other["parentSpanId"] = other["spanId"], span["spanId"]
         else:
             message["resourceSpans"][0]["scopeSpans"][0]["spans"].append(dict(span))
             rows = rows + [_row(span)]
