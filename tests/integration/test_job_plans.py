@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 def _plan(monkeypatch, job_main) -> str:
     plans = []
-    monkeypatch.setattr(jobs.common, "execute", lambda t_env, statements, bounded: plans.append(statements.explain()))
+    monkeypatch.setattr(jobs.common.Inserts, "execute", lambda inserts, bounded: plans.append(inserts.statements.explain()))
     job_main(["--config", str(TEST_CONFIG), "--bounded"])
     (plan,) = plans
     return plan[plan.index("== Optimized Execution Plan =="):]
