@@ -41,7 +41,6 @@ def job_configuration(config: Config, job_name: str, restore_from: str | None = 
         # Checkpoints and savepoints beside the project's other runtime files, unless configured.
         "execution.checkpointing.dir": (config.runtime_dir / "flink" / "checkpoints").as_uri(),
         "execution.checkpointing.savepoint-dir": config.savepoints_dir.as_uri(),
-        "state.backend.rocksdb.log.dir": str(config.runtime_dir / "flink" / "rocksdb-logs"),
         **{key: str(value) for key, value in config.section("flink", "job_config").items()},
         "pipeline.name": job_name,
         **({"execution.state-recovery.path": restore_from} if restore_from else {}),
