@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-
 from collections import Counter
 
 from pyflink.table import Table, TableEnvironment
@@ -138,6 +137,8 @@ def with_sink_options(statement: str, options: dict[str, str]) -> str:
     """The INSERT with `options` on its sink table, as a hint: INSERT INTO t /*+ OPTIONS(...) */ ..."""
     end = _insert(statement).end()
     return f"{statement[:end]} /*+ OPTIONS({sql_options(options)}) */{statement[end:]}"
+
+
 _VIEW = re.compile(r"^CREATE TEMPORARY VIEW (\w+) AS", re.M)
 
 

@@ -25,8 +25,8 @@ def tables(encoding: str) -> list[str]:
         raise SystemExit(f"[pipeline.spans] encoding = {encoding!r}: stormwatch reads {' or '.join(ENCODINGS)}")
     suffix = encoding.removeprefix("otlp_")
     # Java functions (jvm/functions/): judging undecodable messages, hex of protobuf's id bytes.
-    return ["functions/stormwatch_functions", f"tables/otlp_spans_{suffix}", "tables/stormwatch_spans", "tables/stormwatch_dead_letters",
-            f"views/otlp_span_rows_{suffix}", "views/otlp_spans_flat"]
+    return ["functions/stormwatch_functions", f"tables/otlp_spans_{suffix}", "tables/stormwatch_spans",
+            "tables/stormwatch_dead_letters", f"views/otlp_span_rows_{suffix}", "views/otlp_spans_flat"]
 
 
 def main(argv: list[str] | None = None) -> None:
