@@ -155,10 +155,9 @@ class KafkaBroker:
         return path
 
     def _format(self, properties: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         result = subprocess.run(
             self._java(["kafka.tools.StorageTool", "format", "--config", str(properties),
-                        "--cluster-id", cluster_id, "--standalone", "--ignore-formatted"]),
+                        "--cluster-id", new_cluster_id(), "--standalone", "--ignore-formatted"]),
             capture_output=True,
             text=True,
         )
@@ -179,6 +178,15 @@ class KafkaBroker:
             str(self.jars / "*"),
             *args,
         ]
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id. Like Kafka's own Uuid.randomUuid, never one starting with "-"
+    (one in 64 of them), which kafka-storage's argument parser takes for an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _java_binary() -> str:
