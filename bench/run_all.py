@@ -31,6 +31,7 @@ BENCHMARKS = [
     ("live_pipeline.py", [], ["--minutes", "4"]),
     ("pareto_front.py", [], ["--repetitions", "3"]),
     ("rootcause_eval.py", [], []),
+    ("health_localisation.py", [], []),
 ]
 
 

@@ -28,7 +28,7 @@ INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", 
 FILES = ["functions/stormwatch_functions"] + [f"tables/{t}" for t in INPUTS.values()] + [
     "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters", "views/unique_spans",
     "views/otlp_metrics_flat", "views/otlp_instance_metrics", "views/instance_metrics_checked", "views/instance_facts",
-    "views/instance_windows",
+    "views/instance_windows", "views/sliding_edges",
 ]
 # Decision type -> the topic role it is published to.
 SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retry_decisions"}
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     # Computed once: the same rows go to their topic and on to the decisions.
     inserts.table("stormwatch_instance_windows", t_env.from_data_stream(windows))
     observed = observations(windows, window_entity_key).union(
-        observations(t_env.to_data_stream(t_env.from_path("stormwatch_edges")), window_entity_key))
+        observations(t_env.to_data_stream(t_env.from_path("sliding_edges")), window_entity_key))
     control(t_env, observed, JOB, default, step, names["policy"], int(config.get("pipeline", "health", "state_ttl_days")),
             SINKS, variables, inserts)
     inserts.execute(args.bounded)

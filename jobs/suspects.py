@@ -26,6 +26,8 @@ from stormwatch.topology_graph import EdgeSeen, TopologyTracker
 
 JOB = "suspects"
 INPUTS = {"service_windows": "stormwatch_service_windows", "edges": "stormwatch_edges"}
+# What is read of each: the service windows, and the edges in the same (sliding) windows.
+READS = {"service_windows": "stormwatch_service_windows", "edges": "sliding_edges"}
 OUTPUTS = ["tables/stormwatch_suspects", "tables/stormwatch_topology_snapshots", "tables/stormwatch_edge_events",
            "tables/stormwatch_dead_letters"]
 
@@ -128,10 +130,11 @@ def main(argv: list[str] | None = None) -> None:
                                   read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
-    define(t_env, load_statements([f"tables/{t}" for t in INPUTS.values()] + OUTPUTS, variables))
+    define(t_env, load_statements([f"tables/{t}" for t in INPUTS.values()] + ["views/sliding_edges"] + OUTPUTS,
+                                  variables))
 
     def records(role: str):
-        rows = t_env.to_data_stream(t_env.from_path(INPUTS[role]))
+        rows = t_env.to_data_stream(t_env.from_path(READS[role]))
         return rows.map(lambda r, kind=role, topic=names[role]: Row(kind, topic, r["window_end_ms"],
                                                                     json.dumps(r.as_dict(), default=str)),
                         output_type=RECORD)

@@ -3,7 +3,8 @@ stages; late spans to the dead letters.
 
 Every per-span step is Flink SQL on the JVM: an interval join of each span with its parent
 (sql/views/span_parents.sql), one with the children of CLIENT spans (untraced_calls), and windowed
-aggregates with percentiles and histogram buckets (sql/jobs/topology.sql).
+aggregates with percentiles and histogram buckets (sql/jobs/topology.sql; edges, in sliding and in
+tumbling windows, sql/jobs/topology_edges.sql).
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ def main(argv: list[str] | None = None) -> None:
     reading = source_options(args, group)
     variables = catalog.variables(config, names, reading, read_with={"sink": reading})
 
-    run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args, group)
+    # Edges twice: in the sliding windows of every other output, and in tumbling ones.
+    tumbling = variables["edge_tumbling_window"]
+    edges = []
+    for kind, slide, size in (("sliding", variables["window_slide"], variables["window_size"]),
+                              ("tumbling", tumbling, tumbling)):
+        edges += load_statements(["jobs/topology_edges"], {**variables, "edge_window_kind": kind,
+                                                           "edge_window_slide": slide, "edge_window_size": size})
+    run_sql_job(config, JOB, load_statements(TABLES, variables), variables, args, group, edges)
 
 
 if __name__ == "__main__":

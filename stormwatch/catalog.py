@@ -110,6 +110,7 @@ def variables(
         "clock_skew": interval(topology["clock_skew_seconds"]),
         "window_size": interval(topology["window_size_seconds"]),
         "window_slide": interval(topology["window_slide_seconds"]),
+        "edge_tumbling_window": interval(topology["edge_tumbling_window_seconds"]),
         "latency_bucket_bounds_ms": ", ".join(f"{float(b)!r}" for b in topology["latency_bucket_bounds_ms"]),
         # The same in seconds, OTLP's unit of durations: b / 1000 is the double nearest the decimal, as
         # a bound an exporter wrote in seconds is read, so equal bounds compare equal.

@@ -147,6 +147,7 @@ SQL_CLIENT_TABLES = [
     "tables/stormwatch_scaling_decisions",
     "views/latest_suspects",
     "views/current_edges",
+    "views/sliding_edges",
     "views/error_chain_breaks",
     "views/current_health",
     "views/current_breakers",

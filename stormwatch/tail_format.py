@@ -76,11 +76,18 @@ def _suspect(record: dict, style: Style) -> str:
 def _edge(record: dict, style: Style) -> str:
     errors = (record.get("client_errors") or 0) + (record.get("server_errors") or 0)
     latency = " ".join(f"{q}={_scalar(record.get(f'latency_{q}_ms'))}" for q in ("p50", "p95", "p99"))
-    return "  ".join((
+    return "  ".join(p for p in (
         _clock(record.get("window_end_ms")), style.paint(f"{'EDGE':<10}", BOLD),
         f"{record['caller']} -> {record['callee']}", f"calls={record['calls']}",
         style.paint(f"errors={record.get('client_errors')}/{record.get('server_errors')}", RED if errors else None),
-        f"{latency} ms"))
+        f"{latency} ms", _window(record)) if p)
+
+
+def _window(record: dict) -> str:
+    """`sliding 30s` / `tumbling 60s`: the same edge comes in both kinds of window."""
+    if record.get("window_kind") is None or record.get("window_start_ms") is None:
+        return ""
+    return f"{record['window_kind']} {(record['window_end_ms'] - record['window_start_ms']) // 1000}s"
 
 
 def _edge_event(record: dict, style: Style) -> str:

@@ -1,28 +1,6 @@
--- Job topology: stormwatch_spans -> per-window edges, service figures and error breaks.
--- Windows slide by [pipeline.topology] window_slide_seconds over window_size_seconds of span end time
--- (a tumbling window where the two are equal).
-
--- One PERCENTILE of an array of quantiles: a call per quantile would keep every latency once per call.
-INSERT INTO stormwatch_edges
-SELECT caller, callee, callee_virtual, window_start_ms, window_end_ms, calls, client_errors, server_errors,
-       q[1], q[2], q[3], bucket_bounds, latency_buckets, gap_ms, example_trace_id, example_error_trace_id
-FROM (
-  SELECT
-    caller, callee, callee_virtual,
-    EXTRACT(EPOCH FROM window_start) * 1000 AS window_start_ms, EXTRACT(EPOCH FROM window_end) * 1000 AS window_end_ms,
-    COUNT(*) AS calls,
-    SUM(CASE WHEN client_error THEN 1 ELSE 0 END) AS client_errors,
-    SUM(CASE WHEN server_error THEN 1 ELSE 0 END) AS server_errors,
-    PERCENTILE(latency_ms, ARRAY[0.5, 0.95, 0.99]) AS q,
-    ARRAY[${latency_bucket_bounds_ms}] AS bucket_bounds,
-    CUMULATIVE_COUNTS(latency_ms, ${latency_bucket_bounds_ms}) AS latency_buckets,
-    COALESCE(SUM(gap_ms), 0.0) AS gap_ms,
-    MIN(trace_id) AS example_trace_id,
-    MIN(CASE WHEN client_error OR server_error THEN trace_id END) AS example_error_trace_id
-  FROM TABLE(HOP(TABLE edge_calls, DESCRIPTOR(end_time),
-                 ${window_slide}, ${window_size}))
-  GROUP BY window_start, window_end, caller, callee, callee_virtual
-);
+-- Job topology: stormwatch_spans -> per-window service figures, error breaks and latency stages (edges:
+-- jobs/topology_edges.sql). Windows slide by [pipeline.topology] window_slide_seconds over
+-- window_size_seconds of span end time (a tumbling window where the two are equal).
 
 INSERT INTO stormwatch_service_windows
 SELECT service_name, window_start_ms, window_end_ms, spans, server_spans, errors, error_origins,

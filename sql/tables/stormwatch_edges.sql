@@ -2,11 +2,14 @@
 -- caller `user` for the roots of traces, a callee named by peer.service / db.system / server.address
 -- (callee_virtual) for calls into what is not traced. Latency is the caller's view where the caller
 -- has a CLIENT span; latency_buckets counts calls at or under each bound of latency_bucket_bounds_ms
--- (cumulative, as Prometheus `le` buckets). Keyed by caller and callee.
+-- (cumulative, as Prometheus `le` buckets). Each edge comes in two window kinds: `sliding`, the
+-- windows the suspects and health jobs read (views/sliding_edges.sql), and `tumbling`, where each call
+-- is counted once. Keyed by caller and callee.
 CREATE TEMPORARY TABLE stormwatch_edges (
   `caller` STRING,
   `callee` STRING,
   `callee_virtual` BOOLEAN,
+  `window_kind` STRING,
   `window_start_ms` BIGINT,
   `window_end_ms` BIGINT,
   `calls` BIGINT,

@@ -134,16 +134,21 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
 
     topology = config.section("pipeline", "topology")
     size_ms, slide_ms = topology["window_size_seconds"] * 1000, topology["window_slide_seconds"] * 1000
+    tumbling_ms = topology["edge_tumbling_window_seconds"] * 1000
     spans = _unique(s for m in real + HAND_MADE for s in spans_of_request(json.loads(m)))
-    expected = _reference_edges(spans, size_ms, slide_ms)
+    expected = {"sliding": _reference_edges(spans, size_ms, slide_ms),
+                "tumbling": _reference_edges(spans, tumbling_ms, tumbling_ms)}
 
-    edges = read_topic(config, names["edges"], len(expected))
-    assert_valid("stormwatch_edges", edges)
-    got = Counter()
-    for e in edges:
-        assert e["window_end_ms"] - e["window_start_ms"] == size_ms
-        got[(e["window_start_ms"], e["caller"], e["callee"])] += e["calls"]
+    all_edges = read_topic(config, names["edges"], sum(map(len, expected.values())))
+    assert_valid("stormwatch_edges", all_edges)
+    got = {"sliding": Counter(), "tumbling": Counter()}
+    for e in all_edges:
+        assert e["window_end_ms"] - e["window_start_ms"] == (size_ms if e["window_kind"] == "sliding" else tumbling_ms)
+        got[e["window_kind"]][(e["window_start_ms"], e["caller"], e["callee"])] += e["calls"]
     assert got == expected
+    # Tumbling windows count each call once: their totals are the calls of the whole input.
+    assert sum(got["tumbling"].values()) == sum(_reference_edges(spans, 10**15, 10**15).values())
+    edges = [e for e in all_edges if e["window_kind"] == "sliding"]
 
     hand = [e for e in edges if e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]]
     pairs = {(e["caller"], e["callee"], e["callee_virtual"]) for e in hand}

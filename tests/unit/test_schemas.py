@@ -109,7 +109,7 @@ SAMPLES = {
         "job": "flatten_spans",
     },
     "stormwatch_edges": {
-        "caller": "frontend", "callee": "cart", "callee_virtual": False, **W, "calls": 3, "client_errors": 1,
+        "caller": "frontend", "callee": "cart", "callee_virtual": False, "window_kind": "sliding", **W, "calls": 3, "client_errors": 1,
         "server_errors": 1, "latency_p50_ms": 12.0, "latency_p95_ms": 30.2, "latency_p99_ms": 31.8,
         "latency_bucket_bounds_ms": [10.0, 25.0, 50.0], "latency_buckets": [1, 2, 3], "gap_ms_total": 1.5,
         "example_trace_id": T, "example_error_trace_id": T,

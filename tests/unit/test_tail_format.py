@@ -94,6 +94,8 @@ def test_an_edge_line():
     assert line == "00:00:10  EDGE        gateway -> orchestrator  calls=120  errors=2/3  p50=12 p95=40.5 p99=none ms"
     assert _paint("errors=2/3", RED) in format_record(EDGE, COLOUR)
     assert "errors=0/0  " in format_record({**EDGE, "client_errors": 0, "server_errors": 0}, COLOUR)
+    tumbling = {**EDGE, "window_kind": "tumbling", "window_start_ms": END_MS - 60_000}
+    assert format_record(tumbling, PLAIN) == line + "  tumbling 60s"
 
 
 @pytest.mark.parametrize(("event", "code"), [("EDGE_APPEARED", GREEN), ("EDGE_VANISHED", RED)])
