@@ -27,6 +27,7 @@ TABLES = [
     "views/span_parents",
     "views/span_pairs",
     "views/untraced_calls",
+    "views/span_links",
     "views/edge_calls",
     "views/child_coverage",
     "views/service_facts",

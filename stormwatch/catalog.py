@@ -108,6 +108,7 @@ def variables(
         "dead_letter_payload_max_chars": int(config.get("pipeline", "dead_letters", "payload_max_chars")),
         "max_span_duration": interval(topology["max_span_duration_seconds"]),
         "clock_skew": interval(topology["clock_skew_seconds"]),
+        "max_follow_delay": interval(topology["max_follow_delay_seconds"]),
         "window_size": interval(topology["window_size_seconds"]),
         "window_slide": interval(topology["window_slide_seconds"]),
         "edge_tumbling_window": interval(topology["edge_tumbling_window_seconds"]),

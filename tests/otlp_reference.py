@@ -25,6 +25,8 @@ class Span:
     peer_service: str | None = None
     db_system: str | None = None
     server_address: str | None = None
+    # (trace id, span id) of each span it links to, lower case.
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def untraced_callee(self) -> str:
@@ -53,6 +55,7 @@ def spans_of_request(request: dict) -> list[Span]:
                         peer_service=span_attrs.get("service.peer.name") or span_attrs.get("peer.service"),
                         db_system=span_attrs.get("db.system.name") or span_attrs.get("db.system"),
                         server_address=span_attrs.get("server.address"),
+                        links=tuple((link["traceId"].lower(), link["spanId"].lower()) for link in s.get("links", [])),
                     )
                 )
     return out

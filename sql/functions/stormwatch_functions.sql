@@ -2,6 +2,8 @@
 -- which every job ships in pipeline.jars): what Flink SQL lacks, on the JVM.
 -- HEX_BYTES(bytes): lowercase hex, as OTLP JSON writes the trace and span ids protobuf carries as bytes.
 CREATE TEMPORARY FUNCTION IF NOT EXISTS HEX_BYTES AS 'io.stormwatch.flink.HexBytes' LANGUAGE JAVA;
+-- HEX_LINKS(links): a protobuf span's links, ids as HEX_BYTES writes them.
+CREATE TEMPORARY FUNCTION IF NOT EXISTS HEX_LINKS AS 'io.stormwatch.flink.HexLinks' LANGUAGE JAVA;
 -- PROTOBUF_ERROR(payload, 'java.Class'): why a message is not that protobuf message; NULL if it is one.
 CREATE TEMPORARY FUNCTION IF NOT EXISTS PROTOBUF_ERROR AS 'io.stormwatch.flink.ProtobufError' LANGUAGE JAVA;
 -- OTLP_JSON_ERROR(payload, 'resourceSpans', 'ExportTraceServiceRequest'): why a message is not that OTLP

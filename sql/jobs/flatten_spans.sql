@@ -6,7 +6,7 @@
 INSERT INTO stormwatch_spans
 SELECT
   trace_id, span_id, parent_span_id, service_name, service_instance_id, span_name, span_kind,
-  status_code, status_message, peer_service, db_system, server_address,
+  status_code, status_message, peer_service, db_system, server_address, links,
   start_time_unix_nano, end_time_unix_nano, duration_ms
 FROM otlp_spans_flat
 WHERE reject_reason IS NULL;

@@ -20,7 +20,8 @@ CREATE TEMPORARY TABLE otlp_spans (
         `startTimeUnixNano` BIGINT,
         `endTimeUnixNano` BIGINT,
         `attributes` ARRAY<ROW<`key` STRING, `value` ROW<`stringValue` STRING, `intValue` BIGINT, `boolValue` BOOLEAN, `doubleValue` DOUBLE>>>,
-        `status` ROW<`code` INT, `message` STRING>
+        `status` ROW<`code` INT, `message` STRING>,
+        `links` ARRAY<ROW<`traceId` STRING, `spanId` STRING>>
       >>
     >>
   >>,

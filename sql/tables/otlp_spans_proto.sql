@@ -21,7 +21,8 @@ CREATE TEMPORARY TABLE otlp_spans (
         `start_time_unix_nano` BIGINT,
         `end_time_unix_nano` BIGINT,
         `attributes` ARRAY<ROW<`key` STRING, `value` ROW<`string_value` STRING, `int_value` BIGINT, `bool_value` BOOLEAN, `double_value` DOUBLE>>>,
-        `status` ROW<`message` STRING, `code` STRING>
+        `status` ROW<`message` STRING, `code` STRING>,
+        `links` ARRAY<ROW<`trace_id` BYTES, `span_id` BYTES>>
       >>
     >>
   >>,

@@ -20,6 +20,8 @@ CREATE TEMPORARY TABLE stormwatch_spans (
   `peer_service` STRING,
   `db_system` STRING,
   `server_address` STRING,
+  -- OTLP span links: the spans this one follows from in other traces or batches (messaging).
+  `links` ARRAY<ROW<`trace_id` STRING, `span_id` STRING>>,
   `start_time_unix_nano` BIGINT,
   `end_time_unix_nano` BIGINT,
   `duration_ms` DOUBLE,

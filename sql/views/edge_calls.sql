@@ -2,7 +2,10 @@
 --  * a span whose parent is in another service: caller = the parent's service. CLIENT -> SERVER is
 --    the usual pair; SERVER -> SERVER and CLIENT -> CLIENT (proxies, uninstrumented hops) count too.
 --    INTERNAL spans never make an edge of their own: parent and child share the service.
---  * a root span: the caller is the virtual node `user`.
+--  * a root span: the caller is the virtual node `user`, unless it follows links (then its callers
+--    are the services of the linked spans, next).
+--  * a span linked to a span of another service (messaging, views/span_links.sql): caller = the
+--    linked (producer) span's service.
 --  * a CLIENT span nobody answered: the callee is a virtual node named by its attributes.
 -- latency_ms is the caller's view of the call where the caller's span is a CLIENT span (else the
 -- callee's); gap_ms = client minus server time is the network and queueing between them.
@@ -26,7 +29,11 @@ UNION ALL
 SELECT 'user', service_name, FALSE, trace_id, FALSE, status_code = 'STATUS_CODE_ERROR', duration_ms,
        CAST(NULL AS DOUBLE), end_time
 FROM span_parents
-WHERE parent_span_id IS NULL
+WHERE parent_span_id IS NULL AND NOT follows_links
+UNION ALL
+SELECT producer_service_name, service_name, FALSE, trace_id, producer_status_code = 'STATUS_CODE_ERROR',
+       status_code = 'STATUS_CODE_ERROR', duration_ms, CAST(NULL AS DOUBLE), producer_end_time
+FROM span_links
 UNION ALL
 SELECT service_name, callee, TRUE, trace_id, status_code = 'STATUS_CODE_ERROR', FALSE, duration_ms,
        CAST(NULL AS DOUBLE), end_time

@@ -25,11 +25,13 @@ SELECT
   s.`attributes` AS span_attributes,
   s.`startTimeUnixNano` AS start_time_unix_nano,
   s.`endTimeUnixNano` AS end_time_unix_nano,
+  -- Same fields in the same order, under stormwatch_spans' names.
+  CAST(s.`links` AS ARRAY<ROW<`trace_id` STRING, `span_id` STRING>>) AS links,
   t.`kafka_partition`,
   t.`kafka_offset`
 FROM otlp_spans AS t
 CROSS JOIN UNNEST(t.`resourceSpans`) AS rs(`resource`, `scopeSpans`)
 CROSS JOIN UNNEST(rs.`scopeSpans`) AS ss(`scope`, `spans`)
 CROSS JOIN UNNEST(ss.`spans`) AS s(
-  `traceId`, `spanId`, `parentSpanId`, `name`, `kind`, `startTimeUnixNano`, `endTimeUnixNano`, `attributes`, `status`
+  `traceId`, `spanId`, `parentSpanId`, `name`, `kind`, `startTimeUnixNano`, `endTimeUnixNano`, `attributes`, `status`, `links`
 );

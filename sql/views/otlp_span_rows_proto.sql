@@ -20,11 +20,12 @@ SELECT
        ARRAY<ROW<`key` STRING, `value` ROW<`stringValue` STRING, `intValue` BIGINT, `boolValue` BOOLEAN, `doubleValue` DOUBLE>>>) AS span_attributes,
   s.`start_time_unix_nano` AS start_time_unix_nano,
   s.`end_time_unix_nano` AS end_time_unix_nano,
+  HEX_LINKS(s.`links`) AS links,
   t.`kafka_partition`,
   t.`kafka_offset`
 FROM otlp_spans AS t
 CROSS JOIN UNNEST(t.`resource_spans`) AS rs(`resource`, `scope_spans`)
 CROSS JOIN UNNEST(rs.`scope_spans`) AS ss(`scope`, `spans`)
 CROSS JOIN UNNEST(ss.`spans`) AS s(
-  `trace_id`, `span_id`, `parent_span_id`, `name`, `kind`, `start_time_unix_nano`, `end_time_unix_nano`, `attributes`, `status`
+  `trace_id`, `span_id`, `parent_span_id`, `name`, `kind`, `start_time_unix_nano`, `end_time_unix_nano`, `attributes`, `status`, `links`
 );

@@ -24,6 +24,9 @@ SELECT
   COALESCE(ATTRIBUTE_STRING(span_attributes, 'db.system.name'), ATTRIBUTE_STRING(span_attributes, 'db.system'))
     AS db_system,
   ATTRIBUTE_STRING(span_attributes, 'server.address') AS server_address,
+  -- Spans this one is linked to (a consumer to the producers of its messages): ids as sent, lower-cased
+  -- where they are used (views/span_links.sql).
+  links,
   start_time_unix_nano,
   end_time_unix_nano,
   CAST(end_time_unix_nano - start_time_unix_nano AS DOUBLE) / 1000000 AS duration_ms,

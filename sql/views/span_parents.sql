@@ -1,6 +1,7 @@
 -- span_parents: every span once, with its parent's fields where the parent arrived. An interval join
--- on (trace id, parent span id): the parent ends at most max_span_duration after its child, or a
--- little before it under clock skew. One row per span (LEFT join): a root has no parent id, an
+-- on (trace id, parent span id): the parent ends at most max_span_duration after its child (a call
+-- it waited for), or at most max_follow_delay before it (one it did not wait for: a message it
+-- produced, a fire-and-forget call; clock skew too). One row per span (LEFT join): a root has no parent id, an
 -- orphan names a parent that never came (a broken trace). A span naming itself as parent is never
 -- paired with itself, so no chain of parents can loop: every step here is one pairwise join.
 CREATE TEMPORARY VIEW span_parents AS
@@ -28,11 +29,13 @@ SELECT
   p.start_time_unix_nano AS parent_start_time_unix_nano,
   p.end_time_unix_nano AS parent_end_time_unix_nano,
   p.end_time AS parent_end_time,
-  c.parent_span_id = c.span_id AS self_parent
+  c.parent_span_id = c.span_id AS self_parent,
+  -- A span that follows links (a consumer of messages) was started by their producers, not by a user.
+  COALESCE(CARDINALITY(c.links), 0) > 0 AS follows_links
 FROM unique_spans AS c
 LEFT JOIN unique_spans AS p
   ON c.trace_id = p.trace_id
  AND c.parent_span_id = p.span_id
  AND c.parent_span_id <> c.span_id
- AND p.end_time BETWEEN c.end_time - ${clock_skew}
+ AND p.end_time BETWEEN c.end_time - ${max_follow_delay}
                     AND c.end_time + ${max_span_duration};

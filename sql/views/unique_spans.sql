@@ -7,7 +7,7 @@
 CREATE TEMPORARY VIEW unique_spans AS
 SELECT
   trace_id, span_id, parent_span_id, service_name, service_instance_id, span_name, span_kind,
-  status_code, status_message, peer_service, db_system, server_address,
+  status_code, status_message, peer_service, db_system, server_address, links,
   start_time_unix_nano, end_time_unix_nano, duration_ms, end_time
 FROM (
   SELECT *, ROW_NUMBER() OVER (PARTITION BY trace_id, span_id ORDER BY arrival_time ASC) AS row_num

@@ -36,6 +36,19 @@ def _request(*spans: dict, service: str = "hand-made") -> bytes:
     return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}).encode()
 
 
+# A consumer span linked to the producers of the messages it processed (OTLP span links).
+LINKS = [(GOOD_ID, "b7ad6b7169203331"), ("1" * 32, "2" * 16)]
+LINKED = _request(_span(spanId="00f067aa0ba90300", name="consumer", kind=5,
+                        links=[{"traceId": t, "spanId": s, "attributes": []} for t, s in LINKS]), service="billing")
+
+
+def _take_linked(rows: list[dict]) -> list[dict]:
+    """The rows other than LINKED's span, whose links must have come through."""
+    (linked,) = [r for r in rows if r["span_name"] == "consumer"]
+    assert [(link["trace_id"], link["span_id"]) for link in linked["links"]] == LINKS
+    return [r for r in rows if r["span_name"] != "consumer"]
+
+
 # Each hostile message, and the reason the dead letters must give for it.
 HOSTILE = [
     (b"this is not json", "not a JSON object"),
@@ -90,6 +103,7 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
         *[m for m, _ in HOSTILE],
         # A bad span does not take its valid neighbour in the same message down with it.
         _request(_span(spanId="bad"), good_sibling),
+        LINKED,
         *otlp_json_lines(EXCEPTION_FAULT),
     ]
     produce(config, topics["source"], messages)
@@ -100,8 +114,9 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
-    rows = read_topic(config, topics["sink"], len(expected) + 1)
+    rows = read_topic(config, topics["sink"], len(expected) + 2)
     assert_valid("stormwatch_spans", rows)
+    rows = _take_linked(rows)
     neighbour = [r for r in rows if r["span_name"] == "valid-neighbour"]
     assert len(neighbour) == 1 and neighbour[0]["service_name"] == "hand-made"
     _check_flattened([r for r in rows if r["span_name"] != "valid-neighbour"], expected)
@@ -228,7 +243,8 @@ def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_
     proto_config.write_text(f'base = {str(TEST_CONFIG)!r}\n[pipeline.spans]\nencoding = "otlp_proto"\n')
     expected = spans_of_file(FAULT_FREE)
     messages = [encode_proto(json.loads(m)) for m in otlp_json_lines(FAULT_FREE)]
-    produce(config, topics["source"], messages[:5] + [m for m, _ in HOSTILE_PROTO] + messages[5:])
+    produce(config, topics["source"], messages[:5] + [m for m, _ in HOSTILE_PROTO] + [encode_proto(json.loads(LINKED))]
+            + messages[5:])
 
     result = stormwatch(
         "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
@@ -236,9 +252,9 @@ def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
-    rows = read_topic(config, topics["sink"], len(expected))
+    rows = read_topic(config, topics["sink"], len(expected) + 1)
     assert_valid("stormwatch_spans", rows)
-    _check_flattened(rows, expected)
+    _check_flattened(_take_linked(rows), expected)
     assert sum(r["status_code"] == "STATUS_CODE_ERROR" for r in rows) == 27  # labels.json
 
     dead = read_topic(config, topics["dead_letters"], len(HOSTILE_PROTO))

@@ -27,8 +27,9 @@ def test_flatten_spans_unnests_each_message_once(monkeypatch):
     assert _plan(monkeypatch, jobs.flatten_spans.main).count("Correlate(") == 3
 
 
-def test_topology_deduplicates_each_span_once_and_joins_it_three_times(monkeypatch):
+def test_topology_deduplicates_each_span_once_and_joins_it_four_times(monkeypatch):
     plan = _plan(monkeypatch, jobs.topology.main)
     assert plan.count("Deduplicate(") == 1
-    # span with parent, CLIENT span with its children, span with its children's coverage.
-    assert plan.count("IntervalJoin(") == 3
+    # span with parent, CLIENT span with its children, span with its children's coverage, linked
+    # span with the span it links to: each an interval join bounded by the watermark.
+    assert plan.count("IntervalJoin(") == 4

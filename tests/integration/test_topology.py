@@ -21,7 +21,7 @@ ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_br
 T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
 
 
-def _span(trace, span, parent, name, kind, start_ms, end_ms, error=False, **attributes):
+def _span(trace, span, parent, name, kind, start_ms, end_ms, error=False, links=(), **attributes):
     s = {"traceId": trace, "spanId": span, "name": name, "kind": kind,
          "startTimeUnixNano": str(T0 + start_ms * 1_000_000), "endTimeUnixNano": str(T0 + end_ms * 1_000_000),
          "attributes": [{"key": k.replace("_", "."), "value": {"stringValue": v}} for k, v in attributes.items()]}
@@ -29,6 +29,8 @@ def _span(trace, span, parent, name, kind, start_ms, end_ms, error=False, **attr
         s["parentSpanId"] = parent
     if error:
         s["status"] = {"code": 2, "message": "boom"}
+    if links:
+        s["links"] = [{"traceId": t, "spanId": i} for t, i in links]
     return s
 
 
@@ -61,6 +63,19 @@ HAND_MADE = [
     # The same span exported twice.
     _message("api", _span(T % 7, "%016x" % 14, None, "dup", 2, 0, 10)),
     _message("api", _span(T % 7, "%016x" % 14, None, "dup", 2, 0, 10)),
+    # Messaging: web and api publish (PRODUCER), billing consumes both messages in one batch, a root of
+    # its own trace (CONSUMER) linking to them (one link in upper case, one to a span never sent):
+    # edges web -> billing and api -> billing through the links, none from `user`; the failed publish
+    # is the caller's error.
+    _message("web", _span(T % 8, "%016x" % 15, None, "publish", 4, 0, 5)),
+    _message("api", _span(T % 9, "%016x" % 16, None, "publish", 4, 0, 6, error=True)),
+    _message("billing", _span(T % 10, "%016x" % 17, None, "process", 5, 2000, 2100,
+                              links=[(T % 8, "%016x" % 15), ((T % 9).upper(), ("%016x" % 16).upper()),
+                                     (T % 98, "%016x" % 98)])),
+    # A single message whose context travelled as the parent and as a link too: one call, not two.
+    _message("web", _span(T % 11, "%016x" % 18, None, "publish", 4, 0, 5)),
+    _message("billing", _span(T % 11, "%016x" % 19, "%016x" % 18, "process", 5, 1000, 1010,
+                              links=[(T % 11, "%016x" % 18)])),
 ]
 
 
@@ -82,7 +97,7 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
     for s in spans:
         edge = None
         parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id != s.span_id else None
-        if s.parent_span_id is None:
+        if s.parent_span_id is None and not s.links:
             edge = ("user", s.service_name)
         elif parent is not None and parent.service_name != s.service_name:
             edge = (parent.service_name, s.service_name)
@@ -90,6 +105,11 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
             # A call belongs to the window of the caller's end (the root's own, for `user`).
             for w in _windows(parent.end if parent is not None else s.end, size_ms, slide_ms):
                 calls[(w, *edge)] += 1
+        for link in s.links:
+            producer = by_id.get(link)
+            if producer is not None and producer.service_name != s.service_name and link != (s.trace_id, s.parent_span_id):
+                for w in _windows(producer.end, size_ms, slide_ms):
+                    calls[(w, producer.service_name, s.service_name)] += 1
         if s.kind == 3 and (s.trace_id, s.span_id) not in has_child:
             callee = s.untraced_callee
             for w in _windows(s.end, size_ms, slide_ms):
@@ -145,7 +165,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     for e in all_edges:
         assert e["window_end_ms"] - e["window_start_ms"] == (size_ms if e["window_kind"] == "sliding" else tumbling_ms)
         got[e["window_kind"]][(e["window_start_ms"], e["caller"], e["callee"])] += e["calls"]
-    assert got == expected
+    assert got == expected, {kind: (got[kind] - expected[kind], expected[kind] - got[kind]) for kind in got}
     # Tumbling windows count each call once: their totals are the calls of the whole input.
     assert sum(got["tumbling"].values()) == sum(_reference_edges(spans, 10**15, 10**15).values())
     edges = [e for e in all_edges if e["window_kind"] == "sliding"]
@@ -153,7 +173,14 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     hand = [e for e in edges if e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]]
     pairs = {(e["caller"], e["callee"], e["callee_virtual"]) for e in hand}
     assert pairs == {("user", "web", False), ("web", "api", False), ("web", "postgresql", True),
-                     ("web", "llm-api", True), ("user", "api", False), ("api", "web", False)}
+                     ("web", "llm-api", True), ("user", "api", False), ("api", "web", False),
+                     ("web", "billing", False), ("api", "billing", False)}
+    messaging = {(e["caller"], e["window_kind"]): e for e in all_edges if e["callee"] == "billing"
+                 and e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]}
+    web, api = messaging[("web", "sliding")], messaging[("api", "sliding")]
+    assert (web["calls"], web["client_errors"], api["calls"], api["client_errors"]) == (2, 0, 1, 1)
+    # The CLIENT - SERVER gap is an RPC's: a message has none.
+    assert web["gap_ms_total"] == api["gap_ms_total"] == 0.0
 
     expected_services, expected_breaks = _reference_services(spans, size_ms, slide_ms)
     rows = read_topic(config, names["service_windows"], len(expected_services))
@@ -169,9 +196,9 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert Counter({(b["window_start_ms"], b["absorbing_service"], b["failing_service"]): b["breaks"]
                     for b in breaks}) == expected_breaks
     # The hand-made chain: api's failing `validate` propagates to GET /api, which propagates to web's
-    # CLIENT span; web's SERVER span catches it there.
+    # CLIENT span; web's SERVER span catches it there. api's failed publish is an origin of its own.
     hand = {r["service"]: r for r in rows if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"]}
-    assert (hand["api"]["errors"], hand["api"]["error_origins"], hand["api"]["errors_propagated"]) == (2, 1, 2)
+    assert (hand["api"]["errors"], hand["api"]["error_origins"], hand["api"]["errors_propagated"]) == (3, 2, 2)
     assert (hand["web"]["errors"], hand["web"]["errors_absorbed"]) == (1, 1)
     assert hand["api"]["orphans"] == 1 and hand["api"]["self_parents"] == 1
 

@@ -100,7 +100,7 @@ SAMPLES = {
         "trace_id": T, "span_id": "00f067aa0ba902b7", "parent_span_id": None, "service_name": "frontend",
         "service_instance_id": "frontend-7d9f-x2", "span_name": "GET /cart", "span_kind": "SPAN_KIND_SERVER",
         "status_code": "STATUS_CODE_UNSET", "status_message": None, "peer_service": None, "db_system": None,
-        "server_address": None, "start_time_unix_nano": 1767225601000000000,
+        "server_address": None, "links": None, "start_time_unix_nano": 1767225601000000000,
         "end_time_unix_nano": 1767225601042500000, "duration_ms": 42.5,
     },
     "stormwatch_dead_letters": {

@@ -10,6 +10,10 @@ public class HexBytes extends ScalarFunction {
     private static final char[] DIGITS = "0123456789abcdef".toCharArray();
 
     public String eval(byte[] bytes) {
+        return hex(bytes);
+    }
+
+    static String hex(byte[] bytes) {
         if (bytes == null) {
             return null;
         }

@@ -51,7 +51,8 @@ public class OtlpJsonError extends ScalarFunction {
     static {
         Shape attribute = new Shape().object("value", new Shape());
         Shape resource = new Shape().array("attributes", attribute);
-        Shape span = new Shape().array("attributes", attribute).object("status", new Shape());
+        Shape span = new Shape().array("attributes", attribute).object("status", new Shape())
+                .array("links", new Shape());
         REQUESTS.put("resourceSpans", new Shape().object("resource", resource)
                 .array("scopeSpans", new Shape().object("scope", new Shape()).array("spans", span)));
         Shape histogram = new Shape().array("dataPoints",
