@@ -2,8 +2,8 @@
 --  * a span whose parent is in another service: caller = the parent's service. CLIENT -> SERVER is
 --    the usual pair; SERVER -> SERVER and CLIENT -> CLIENT (proxies, uninstrumented hops) count too.
 --    INTERNAL spans never make an edge of their own: parent and child share the service.
---  * a root span: the caller is the virtual node `user`, unless it follows links (then its callers
---    are the services of the linked spans, next).
+--  * a root span: the caller is the virtual node `user`, unless it is a CONSUMER span with links
+--    (then its callers are the services of the producers it links to, next).
 --  * a span linked to a span of another service (messaging, views/span_links.sql): caller = the
 --    linked (producer) span's service.
 --  * a CLIENT span nobody answered: the callee is a virtual node named by its attributes.

@@ -30,8 +30,8 @@ SELECT
   p.end_time_unix_nano AS parent_end_time_unix_nano,
   p.end_time AS parent_end_time,
   c.parent_span_id = c.span_id AS self_parent,
-  -- A span that follows links (a consumer of messages) was started by their producers, not by a user.
-  COALESCE(CARDINALITY(c.links), 0) > 0 AS follows_links
+  -- A consumer of messages that links to their producers was started by them, not by a user.
+  c.span_kind = 'SPAN_KIND_CONSUMER' AND COALESCE(CARDINALITY(c.links), 0) > 0 AS follows_links
 FROM unique_spans AS c
 LEFT JOIN unique_spans AS p
   ON c.trace_id = p.trace_id

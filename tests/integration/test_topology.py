@@ -68,6 +68,8 @@ HAND_MADE = [
     # edges web -> billing and api -> billing through the links, none from `user`; the failed publish
     # is the caller's error.
     _message("web", _span(T % 8, "%016x" % 15, None, "publish", 4, 0, 5)),
+    # A SERVER root with a link (to an earlier request, say) is still called by `user`.
+    _message("api", _span(T % 12, "%016x" % 20, None, "resume", 2, 0, 5, links=[(T % 8, "%016x" % 15)])),
     _message("api", _span(T % 9, "%016x" % 16, None, "publish", 4, 0, 6, error=True)),
     _message("billing", _span(T % 10, "%016x" % 17, None, "process", 5, 2000, 2100,
                               links=[(T % 8, "%016x" % 15), ((T % 9).upper(), ("%016x" % 16).upper()),
@@ -97,7 +99,7 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
     for s in spans:
         edge = None
         parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id != s.span_id else None
-        if s.parent_span_id is None and not s.links:
+        if s.parent_span_id is None and not (s.kind == 5 and s.links):
             edge = ("user", s.service_name)
         elif parent is not None and parent.service_name != s.service_name:
             edge = (parent.service_name, s.service_name)
@@ -105,9 +107,10 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
             # A call belongs to the window of the caller's end (the root's own, for `user`).
             for w in _windows(parent.end if parent is not None else s.end, size_ms, slide_ms):
                 calls[(w, *edge)] += 1
-        for link in s.links:
+        for link in s.links if s.kind == 5 else ():
             producer = by_id.get(link)
-            if producer is not None and producer.service_name != s.service_name and link != (s.trace_id, s.parent_span_id):
+            if (producer is not None and producer.kind == 4 and producer.service_name != s.service_name
+                    and link != (s.trace_id, s.parent_span_id)):
                 for w in _windows(producer.end, size_ms, slide_ms):
                     calls[(w, producer.service_name, s.service_name)] += 1
         if s.kind == 3 and (s.trace_id, s.span_id) not in has_child:
