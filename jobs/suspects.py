@@ -26,8 +26,8 @@ from stormwatch.topology_graph import EdgeSeen, TopologyTracker
 
 JOB = "suspects"
 INPUTS = {"service_windows": "stormwatch_service_windows", "edges": "stormwatch_edges"}
-# What is read of each: the service windows, and the edges in the same (sliding) windows.
-READS = {"service_windows": "stormwatch_service_windows", "edges": "sliding_edges"}
+# What is read of each: the edges only in the (sliding) windows of the service windows.
+READS = {**INPUTS, "edges": "sliding_edges"}
 OUTPUTS = ["tables/stormwatch_suspects", "tables/stormwatch_topology_snapshots", "tables/stormwatch_edge_events",
            "tables/stormwatch_dead_letters"]
 
