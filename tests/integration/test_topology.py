@@ -151,9 +151,8 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     # One partition: a replay at full speed keeps event-time order only there (see the test config).
     produce(config, names["source"], real + HAND_MADE, partition=0)
     args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
-    for job in ("flatten_spans", "topology"):
-        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args)
-        assert result.returncode == 0, result.stderr[-3000:]
+    result = stormwatch("run", "spans", "--", "--group-id", f"spans-{names['source']}", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
 
     topology = config.section("pipeline", "topology")
     size_ms, slide_ms = topology["window_size_seconds"] * 1000, topology["window_slide_seconds"] * 1000

@@ -1,0 +1,93 @@
+"""spans: OTLP trace messages on otlp_spans -> per-window service edges, service figures, error breaks
+and latency stages, in one job; spans it cannot use to the dead letters.
+
+Per-span work runs once, on the JVM: the messages are decoded and validated (sql/views/otlp_spans_flat.sql),
+then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, jvm/functions/) holds
+a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seconds of event time and
+derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
+mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql).
+No pairwise interval join, no time bound beyond the trace's own: a window's records leave once the
+watermark passes its end, the quiet time and the traces still open across it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyflink.java_gateway import get_gateway
+from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+from jobs.common import Inserts, define, parse_args, raw_reader, setup, source_options, undecodable_messages
+from jobs.flatten_spans import tables as decoding_tables
+from stormwatch import catalog
+from stormwatch.flink_env import job_jars, stream_table_environment
+from stormwatch.sqlfiles import load_statements
+
+JOB = "spans"
+OUTPUTS = ["tables/stormwatch_edges", "tables/stormwatch_service_windows", "tables/stormwatch_error_breaks",
+           "tables/stormwatch_latency_stages"]
+
+
+def span_variables(config, variables: dict) -> dict:
+    """The edges' windows per kind, on top of the shared variables."""
+    topology = config.section("pipeline", "topology")
+    slide, size, tumbling = (int(topology[k]) for k in ("window_slide_seconds", "window_size_seconds",
+                                                        "edge_tumbling_window_seconds"))
+    # Windows are merged from slide buckets: every window must be a whole number of them.
+    if size % slide or tumbling % slide:
+        raise SystemExit(f"[pipeline.topology] window_size_seconds ({size}) and edge_tumbling_window_seconds "
+                         f"({tumbling}) must be multiples of window_slide_seconds ({slide})")
+    return {**variables, "latency_bucket_count": len(topology["latency_bucket_bounds_ms"])}
+
+
+def attach_trace_assembler(t_env, config, source_topic: str) -> None:
+    """The view `trace_input` through the trace assembler, back as the views `trace_partials` and
+    `trace_dead_letters` (io.stormwatch.flink.traces.SpanPath)."""
+    topology = config.section("pipeline", "topology")
+    spans = config.section("pipeline", "spans")
+    add_jars_to_context_class_loader(job_jars(config))
+    gateway = get_gateway()
+    bounds = topology["latency_bucket_bounds_ms"]
+    java_bounds = gateway.new_array(gateway.jvm.double, len(bounds))
+    for i, b in enumerate(bounds):
+        java_bounds[i] = float(b)
+    gateway.jvm.io.stormwatch.flink.traces.SpanPath.register(
+        t_env._j_tenv, "trace_input", "trace_partials", "trace_dead_letters",
+        int(float(topology["trace_quiet_seconds"]) * 1000), int(float(topology["max_follow_delay_seconds"]) * 1000),
+        int(float(topology["trace_max_hold_seconds"]) * 1000), int(topology["window_slide_seconds"]) * 1000,
+        java_bounds, source_topic, JOB,
+        int(float(spans["watermark_out_of_orderness_seconds"]) * 1000), int(float(spans["idle_timeout_seconds"]) * 1000))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv)
+    config = setup(args)
+    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
+    # The span path's own group: flatten_spans (the optional export of flattened spans) reads the same topic.
+    group = args.group_id or config.get("pipeline", "topology", "consumer_group")
+    encoding = config.get("pipeline", "spans", "encoding")
+    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
+    variables = span_variables(config, catalog.variables(config, names, {**source_options(args, group), **tuned}))
+
+    t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
+    define(t_env, load_statements(decoding_tables(encoding) + OUTPUTS, variables)
+           + raw_reader(config, args, "otlp_spans_raw", names["source"], f"{group}-raw"))
+    define(t_env, load_statements(["views/trace_input"], variables))
+    attach_trace_assembler(t_env, config, names["source"])
+    define(t_env, load_statements(["views/trace_partials"], variables))
+
+    inserts = Inserts(t_env, config, group)
+    statements = load_statements([f"jobs/{JOB}"], variables)
+    tumbling = variables["edge_tumbling_window"]
+    for kind, slide, size in (("sliding", variables["window_slide"], variables["window_size"]),
+                              ("tumbling", tumbling, tumbling)):
+        statements += load_statements(["jobs/spans_edges"], {**variables, "edge_window_kind": kind,
+                                                             "edge_window_slide": slide, "edge_window_size": size})
+    statements += undecodable_messages(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB, encoding)
+    for statement in statements:
+        inserts.sql(statement)
+    inserts.execute(args.bounded)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,265 @@
+package io.stormwatch.flink.traces;
+
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.state.StateInitializationContext;
+import org.apache.flink.runtime.state.StateSnapshotContext;
+import org.apache.flink.runtime.state.VoidNamespace;
+import org.apache.flink.runtime.state.VoidNamespaceSerializer;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.InternalTimerService;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.operators.Triggerable;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.OutputTag;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeMap;
+
+/**
+ * Assembles each trace once: its spans (and the link probes naming them) are kept in keyed state,
+ * per trace id, until the trace has been quiet for `quiet` of event time (a trace with PRODUCER spans
+ * waits `followDelay` after its last one, for the consumers linking to them; no trace longer than
+ * `maxHold` after its first span's end). Then {@link TraceFacts} derives every per-trace fact in one
+ * pass into the per-bucket {@link Partials}, and the state is cleared.
+ *
+ * Event time: no span is ever paired through a time bound, so nothing is held longer than the trace
+ * itself. The output watermark is the input's, held back to just before the earliest span end of any
+ * trace still assembling: every fact yet to come is then after it, so no downstream window drops one.
+ * A bucket's partials are emitted (timestamped with the bucket's start) before the watermark passes
+ * the bucket's end. A span at or behind that output watermark is late, and a span of a trace that was
+ * already assembled came too late to join it: both go to the dead letters with the reason, counted.
+ */
+public class TraceAssembler extends AbstractStreamOperator<Row>
+        implements OneInputStreamOperator<SpanRecord, Row>, Triggerable<String, VoidNamespace> {
+    public static final String[] PARTIAL_FIELDS = {
+        "kind", "k1", "k2", "k3", "flag", "bucket_start_ms", "n", "d", "h1", "h2", "b", "ex1", "ex2"};
+    public static final TypeInformation<Row> PARTIAL_TYPE = Types.ROW_NAMED(PARTIAL_FIELDS,
+            Types.STRING, Types.STRING, Types.STRING, Types.STRING, Types.BOOLEAN, Types.LONG,
+            Types.OBJECT_ARRAY(Types.LONG), Types.OBJECT_ARRAY(Types.DOUBLE), Types.OBJECT_ARRAY(Types.LONG),
+            Types.OBJECT_ARRAY(Types.LONG), Types.OBJECT_ARRAY(Types.LONG), Types.STRING, Types.STRING);
+    public static final TypeInformation<Row> DEAD_LETTER_TYPE = Types.ROW_NAMED(
+            new String[] {"source_topic", "source_partition", "source_offset", "reason", "payload", "job"},
+            Types.STRING, Types.INT, Types.LONG, Types.STRING, Types.STRING, Types.STRING);
+    public static final OutputTag<Row> DEAD_LETTERS = new OutputTag<>("dead-letters", DEAD_LETTER_TYPE);
+
+    private final long quietMs, followDelayMs, maxHoldMs, slideMs;
+    private final double[] boundsMs;
+    private final String sourceTopic, job;
+
+    private transient ListState<SpanRecord> spans;
+    /** [earliest end, latest end, timer, latest PRODUCER end or Long.MIN_VALUE], in ms. */
+    private transient ValueState<long[]> meta;
+    /** Set once the trace is assembled: until when later spans of it are refused. */
+    private transient ValueState<Long> assembled;
+    private transient InternalTimerService<VoidNamespace> timers;
+    /** Earliest span end of each trace assembling on this subtask (a multiset): what holds the watermark. */
+    private transient TreeMap<Long, Integer> held;
+    private transient Partials partials;
+    private transient ListState<byte[]> partialsState;
+    private transient ListState<Long> watermarkState;
+    private transient long lastOut;
+    private transient Counter traces, lateSpans, afterAssembly, lostProbes;
+
+    public TraceAssembler(long quietMs, long followDelayMs, long maxHoldMs, long slideMs, double[] boundsMs,
+                          String sourceTopic, String job) {
+        this.quietMs = quietMs;
+        this.followDelayMs = followDelayMs;
+        this.maxHoldMs = maxHoldMs;
+        this.slideMs = slideMs;
+        this.boundsMs = boundsMs;
+        this.sourceTopic = sourceTopic;
+        this.job = job;
+    }
+
+    @Override
+    public void initializeState(StateInitializationContext context) throws Exception {
+        super.initializeState(context);
+        partials = new Partials(slideMs, boundsMs);
+        lastOut = Long.MIN_VALUE;
+        partialsState = context.getOperatorStateStore().getListState(
+                new ListStateDescriptor<>("window-partials", byte[].class));
+        // Union: after a restore each subtask starts from the lowest output watermark of all, so it
+        // accepts every span some downstream window may still take (partials merge, so a bucket may
+        // be emitted twice).
+        watermarkState = context.getOperatorStateStore().getUnionListState(
+                new ListStateDescriptor<>("output-watermark", Types.LONG));
+        if (context.isRestored()) {
+            for (byte[] bytes : partialsState.get()) {
+                partials.restore(new DataInputStream(new ByteArrayInputStream(bytes)));
+            }
+            long lowest = Long.MAX_VALUE;
+            for (Long w : watermarkState.get()) lowest = Math.min(lowest, w);
+            lastOut = lowest == Long.MAX_VALUE ? Long.MIN_VALUE : lowest;
+        }
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        spans = getRuntimeContext().getListState(new ListStateDescriptor<>("spans", SpanRecord.class));
+        ValueStateDescriptor<long[]> metaDescriptor = new ValueStateDescriptor<>("trace", long[].class);
+        meta = getRuntimeContext().getState(metaDescriptor);
+        assembled = getRuntimeContext().getState(new ValueStateDescriptor<>("assembled", Types.LONG));
+        timers = getInternalTimerService("trace-quiet", VoidNamespaceSerializer.INSTANCE, this);
+        held = new TreeMap<>();
+        getKeyedStateBackend().applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, metaDescriptor,
+                (key, state) -> {
+                    long[] m = state.value();
+                    if (m != null) hold(m[0]);
+                });
+        traces = getMetricGroup().counter("tracesAssembled");
+        lateSpans = getMetricGroup().counter("lateSpans");
+        afterAssembly = getMetricGroup().counter("spansAfterAssembly");
+        lostProbes = getMetricGroup().counter("linksAfterAssembly");
+    }
+
+    private void hold(long endMs) {
+        held.merge(endMs, 1, Integer::sum);
+    }
+
+    private void release(long endMs) {
+        held.computeIfPresent(endMs, (k, n) -> n == 1 ? null : n - 1);
+    }
+
+    @Override
+    public void processElement(StreamRecord<SpanRecord> element) throws Exception {
+        SpanRecord s = element.getValue();
+        long endMs = s.endMs();
+        boolean probe = s.probeOf != null;
+        if (endMs <= lastOut || assembled.value() != null) {
+            if (probe) {
+                lostProbes.inc();
+            } else if (endMs <= lastOut) {
+                lateSpans.inc();
+                dead(s, "late span: ended " + (lastOut - endMs) / 1000
+                        + " s before the watermark, beyond the allowed out-of-orderness");
+            } else {
+                afterAssembly.inc();
+                dead(s, "span of a trace already assembled: it came after the trace had been quiet for "
+                        + quietMs / 1000.0 + " s (trace_quiet_seconds); raise it if traces pause that long");
+            }
+            return;
+        }
+        long[] m = meta.value();
+        if (m == null) {
+            m = new long[] {endMs, endMs, Long.MIN_VALUE, Long.MIN_VALUE};
+            hold(endMs);
+        } else if (endMs < m[0]) {
+            release(m[0]);
+            hold(endMs);
+            m[0] = endMs;
+        }
+        m[1] = Math.max(m[1], endMs);
+        if (!probe && TraceFacts.PRODUCER.equals(s.kind)) {
+            m[3] = Math.max(m[3], endMs);
+        }
+        spans.add(s);
+        long fireAt = m[1] + quietMs;
+        if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
+        fireAt = Math.min(fireAt, m[0] + maxHoldMs);
+        if (fireAt != m[2]) {
+            if (m[2] != Long.MIN_VALUE) timers.deleteEventTimeTimer(VoidNamespace.INSTANCE, m[2]);
+            timers.registerEventTimeTimer(VoidNamespace.INSTANCE, fireAt);
+            m[2] = fireAt;
+        }
+        meta.update(m);
+    }
+
+    @Override
+    public void onEventTime(InternalTimer<String, VoidNamespace> timer) throws Exception {
+        long[] m = meta.value();
+        if (m == null) {
+            // The end of an assembled trace's refusal period.
+            Long until = assembled.value();
+            if (until != null && until == timer.getTimestamp()) assembled.clear();
+            return;
+        }
+        List<SpanRecord> records = new ArrayList<>();
+        for (SpanRecord r : spans.get()) records.add(r);
+        TraceFacts.derive(records, partials);
+        traces.inc();
+        release(m[0]);
+        spans.clear();
+        meta.clear();
+        long until = timer.getTimestamp() + maxHoldMs;
+        assembled.update(until);
+        timers.registerEventTimeTimer(VoidNamespace.INSTANCE, until);
+    }
+
+    @Override
+    public void onProcessingTime(InternalTimer<String, VoidNamespace> timer) {}
+
+    @Override
+    public void processWatermark(Watermark mark) throws Exception {
+        if (timeServiceManager != null) {
+            timeServiceManager.advanceWatermark(mark); // assembles every trace quiet by now
+        }
+        long in = mark.getTimestamp();
+        long out = held.isEmpty() ? in : Math.min(in, held.firstKey() - 1);
+        if (out > lastOut) {
+            for (Partials.Partial p : partials.closeUpTo(out)) {
+                output.collect(new StreamRecord<>(row(p), p.bucketStartMs));
+            }
+            lastOut = out;
+            output.emitWatermark(new Watermark(out));
+        }
+    }
+
+    @Override
+    public void snapshotState(StateSnapshotContext context) throws Exception {
+        super.snapshotState(context);
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (DataOutputStream out = new DataOutputStream(bytes)) {
+            partials.write(out);
+        }
+        partialsState.update(List.of(bytes.toByteArray()));
+        watermarkState.update(List.of(lastOut));
+    }
+
+    private static Row row(Partials.Partial p) {
+        Long[] n = new Long[p.n.length];
+        for (int i = 0; i < n.length; i++) n[i] = p.n[i];
+        Double[] d = new Double[p.d.length];
+        for (int i = 0; i < d.length; i++) d[i] = p.d[i];
+        Long[] b = new Long[p.b.length];
+        for (int i = 0; i < b.length; i++) b[i] = p.b[i];
+        return Row.of(p.kind.name(), p.k1, p.k2, p.k3, p.flag, p.bucketStartMs, n, d, p.h1.toPairs(),
+                p.h2.toPairs(), b, p.ex1, p.ex2);
+    }
+
+    private void dead(SpanRecord s, String reason) {
+        String payload = "{\"traceId\":" + quote(s.traceId) + ",\"spanId\":" + quote(s.spanId)
+                + ",\"serviceName\":" + quote(s.service) + ",\"name\":" + quote(s.name)
+                + ",\"endTimeUnixNano\":" + s.end + "}";
+        output.collect(DEAD_LETTERS, new StreamRecord<>(
+                Row.of(sourceTopic, s.kafkaPartition, s.kafkaOffset, reason, payload, job)));
+    }
+
+    static String quote(String s) {
+        if (s == null) return "null";
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                default:
+                    if (c < 0x20) b.append(String.format("\\u%04x", (int) c)); else b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+}

@@ -1,0 +1,136 @@
+package io.stormwatch.flink.traces;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Everything the span path derives from one assembled trace, in one pass, added to the window
+ * partials (the definitions tests/trace_windows.py and tests/integration/test_topology.py spell out
+ * independently):
+ * <ul>
+ *   <li>copies of a span (same span id: exporters retry) count once, the first that arrived;</li>
+ *   <li>edges: a span whose parent is in another service is a call parent service -> its service
+ *       (CLIENT -> SERVER, and SERVER -> SERVER or CLIENT -> CLIENT through uninstrumented hops), in
+ *       the window of the parent's end; a root is called by `user` (not a CONSUMER root with links:
+ *       its callers are the producers it links to); a CLIENT span with no child calls a virtual
+ *       callee named by its attributes; a CONSUMER span's link to a PRODUCER span of another service
+ *       (not its own parent) is a call producer -> consumer in the window of the producer's end;</li>
+ *   <li>error classes: an error span is an origin when none of its children failed; propagated when
+ *       its parent failed too, absorbed when it did not (a break, absorbing -> failing service),
+ *       surfaced when it is a root;</li>
+ *   <li>self time: duration minus the union of the children's intervals clipped to the span;</li>
+ *   <li>orphans (the parent never came) and self-parents counted. Every step pairs a span with its
+ *       parent only, so a cycle of parent links cannot loop.</li>
+ * </ul>
+ */
+public final class TraceFacts {
+    public static final String SERVER = "SPAN_KIND_SERVER", CLIENT = "SPAN_KIND_CLIENT",
+            PRODUCER = "SPAN_KIND_PRODUCER", CONSUMER = "SPAN_KIND_CONSUMER";
+
+    private TraceFacts() {}
+
+    /** @param records the trace's spans and the link probes naming its spans, in arrival order */
+    public static void derive(List<SpanRecord> records, Partials out) {
+        Map<String, SpanRecord> byId = new LinkedHashMap<>();
+        Map<String, SpanRecord> probes = new LinkedHashMap<>();
+        for (SpanRecord r : records) {
+            if (r.probeOf == null) {
+                byId.putIfAbsent(r.spanId, r);
+            } else {
+                probes.putIfAbsent(r.traceId + "/" + r.spanId + "/" + r.probeOf, r);
+            }
+        }
+        Map<String, List<SpanRecord>> children = new HashMap<>();
+        Set<String> failingChild = new HashSet<>();
+        for (SpanRecord s : byId.values()) {
+            if (s.parentSpanId != null && !s.selfParent()) {
+                children.computeIfAbsent(s.parentSpanId, k -> new ArrayList<>()).add(s);
+                if (s.error()) failingChild.add(s.parentSpanId);
+            }
+        }
+        for (SpanRecord s : byId.values()) {
+            SpanRecord parent = s.parentSpanId == null || s.selfParent() ? null : byId.get(s.parentSpanId);
+            long t = s.endMs();
+            double duration = s.durationMs();
+            double self = Math.max(0.0, duration - coveredMs(s, children.get(s.spanId)));
+            boolean error = s.error();
+
+            Partials.Partial svc = out.service(t, s.service, s.traceId);
+            svc.n[Partials.S_SPANS]++;
+            if (SERVER.equals(s.kind)) {
+                svc.n[Partials.S_SERVER_SPANS]++;
+                svc.h1.add(duration);
+            }
+            if (error) {
+                svc.n[Partials.S_ERRORS]++;
+                if (!failingChild.contains(s.spanId)) svc.n[Partials.S_ORIGINS]++;
+                if (parent != null && parent.error()) svc.n[Partials.S_PROPAGATED]++;
+                if (parent != null && !parent.error()) svc.n[Partials.S_ABSORBED]++;
+                if (s.isRoot()) svc.n[Partials.S_SURFACED]++;
+            }
+            if (s.parentSpanId != null && !s.selfParent() && parent == null) svc.n[Partials.S_ORPHANS]++;
+            if (s.selfParent()) svc.n[Partials.S_SELF_PARENTS]++;
+            svc.d[Partials.S_SELF_MS] += self;
+
+            out.stage(t, s.service, s.name, s.kind, duration, self, s.traceId);
+            if (error && parent != null && !parent.error()) {
+                out.errorBreak(t, parent.service, s.service, s.traceId);
+            }
+
+            if (parent != null && !parent.service.equals(s.service)) {
+                boolean rpc = CLIENT.equals(parent.kind);
+                double gap = rpc && SERVER.equals(s.kind) ? Math.max(parent.durationMs() - duration, 0.0) : Double.NaN;
+                long pt = parent.endMs();
+                out.edge(pt, parent.service, s.service, false, parent.error(), error,
+                        rpc ? parent.durationMs() : duration, gap, s.traceId);
+                if (!Double.isNaN(gap)) {
+                    Partials.Partial callee = out.service(pt, s.service, s.traceId);
+                    callee.n[Partials.S_INBOUND_CALLS]++;
+                    callee.d[Partials.S_INBOUND_GAP_MS] += gap;
+                }
+            }
+            if (s.isRoot() && !(CONSUMER.equals(s.kind) && s.hasLinks())) {
+                out.edge(t, "user", s.service, false, false, error, duration, Double.NaN, s.traceId);
+            }
+            if (CLIENT.equals(s.kind) && !children.containsKey(s.spanId)) {
+                out.edge(t, s.service, s.callee == null ? "unknown" : s.callee, true, error, false, duration,
+                        Double.NaN, s.traceId);
+            }
+        }
+        for (SpanRecord c : probes.values()) {
+            SpanRecord producer = byId.get(c.probeOf);
+            boolean ownParent = producer != null && producer.traceId.equals(c.traceId)
+                    && c.probeOf.equals(c.parentSpanId);
+            if (producer != null && PRODUCER.equals(producer.kind) && !producer.service.equals(c.service) && !ownParent) {
+                out.edge(producer.endMs(), producer.service, c.service, false, producer.error(), c.error(),
+                        c.durationMs(), Double.NaN, c.traceId);
+            }
+        }
+    }
+
+    /** The length of the union of the children's intervals clipped to the span's own, in ms. */
+    static double coveredMs(SpanRecord s, List<SpanRecord> kids) {
+        if (kids == null || kids.isEmpty()) {
+            return 0.0;
+        }
+        long[][] iv = new long[kids.size()][];
+        int n = 0;
+        for (SpanRecord k : kids) {
+            long a = Math.max(k.start, s.start), b = Math.min(k.end, s.end);
+            if (b > a) iv[n++] = new long[] {a, b};
+        }
+        java.util.Arrays.sort(iv, 0, n, (x, y) -> Long.compare(x[0], y[0]));
+        long covered = 0, reach = Long.MIN_VALUE;
+        for (int i = 0; i < n; i++) {
+            long a = Math.max(iv[i][0], reach), b = iv[i][1];
+            if (b > a) covered += b - a;
+            reach = Math.max(reach, b);
+        }
+        return covered / 1e6;
+    }
+}

@@ -1,0 +1,22 @@
+-- Job spans, its edges: per service edge and window, the merge of the assembler's edge partials
+-- (sql/views/trace_partials.sql). Rendered once per window kind (jobs/spans.py): `sliding`, the windows
+-- of every other output, and `tumbling`, [pipeline.topology] edge_tumbling_window_seconds long, a HOP
+-- whose slide is its size, so each call is counted in exactly one window.
+INSERT INTO stormwatch_edges
+SELECT caller, callee, callee_virtual, '${edge_window_kind}', window_start_ms, window_end_ms, calls, client_errors,
+       server_errors, HISTOGRAM_QUANTILE(h, 0.5), HISTOGRAM_QUANTILE(h, 0.95), HISTOGRAM_QUANTILE(h, 0.99),
+       bucket_bounds, latency_buckets, gap_ms, example_trace_id, example_error_trace_id
+FROM (
+  SELECT
+    caller, callee, callee_virtual,
+    EXTRACT(EPOCH FROM window_start) * 1000 AS window_start_ms, EXTRACT(EPOCH FROM window_end) * 1000 AS window_end_ms,
+    SUM(calls) AS calls, SUM(client_errors) AS client_errors, SUM(server_errors) AS server_errors,
+    MERGE_HISTOGRAMS(latency_histogram) AS h,
+    ARRAY[${latency_bucket_bounds_ms}] AS bucket_bounds,
+    SUM_ELEMENTS(latency_buckets, ${latency_bucket_count}) AS latency_buckets,
+    SUM(gap_ms) AS gap_ms,
+    MIN(example_trace_id) AS example_trace_id,
+    MIN(example_error_trace_id) AS example_error_trace_id
+  FROM TABLE(HOP(TABLE edge_partials, DESCRIPTOR(rowtime), ${edge_window_slide}, ${edge_window_size}))
+  GROUP BY window_start, window_end, caller, callee, callee_virtual
+);
