@@ -3,7 +3,7 @@
 Instance metrics come native (stormwatch_instance_metrics) or as OTLP from the Collector (otlp_metrics,
 folded into native records by sql/views/otlp_instance_metrics.sql). Flink SQL merges spans and metrics into per instance and per service windows of the policy's size
 (sql/views/instance_windows.sql, published to stormwatch_instance_windows for the scaling job); edges
-come from the topology job. Each window record is one observation of one entity, keyed by entity and
+come from the span path (jobs/spans.py). Each window record is one observation of one entity, keyed by entity and
 handed with the policy (broadcast from the policy topic) to stormwatch/entity_control.py.
 """
 

@@ -1,7 +1,7 @@
 """suspects: per-window service figures and edges -> ranked root-cause suspects, graph snapshots
 and edge events.
 
-Flink SQL has done the per-span work (jobs/topology.py); this job sees a few records per service per
+The span path has done the per-span work on the JVM (jobs/spans.py); this job sees a few records per service per
 window. It gathers a window's records until the watermark passes the window's end, then hands them
 to the pure-Python ranker (stormwatch/suspects.py) and graph tracker (stormwatch/topology_graph.py),
 whose state lives in Flink state so a restart resumes where it stopped.

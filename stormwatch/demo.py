@@ -29,8 +29,8 @@ from stormwatch.tail_format import format_record
 from stormwatch.traffic.schedule import Schedule, load_schedule
 from stormwatch.traffic.send import generate
 
-# The whole chain: spans -> topology -> suspects; spans + metrics -> health -> scaling.
-JOBS = ["flatten_spans", "topology", "suspects", "health", "scaling"]
+# The whole chain: otlp_spans -> spans -> suspects; flattened spans + metrics -> health -> scaling.
+JOBS = ["flatten_spans", "spans", "suspects", "health", "scaling"]
 # The outputs the demo watches, by topic role (catalog.TOPIC_ROLES).
 WATCHED = ["sink", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
            "retry_decisions", "pareto_fronts", "scaling_decisions"]

@@ -1,4 +1,4 @@
-"""Health, breakers and retry gates through the real Kafka and Flink: flatten_spans -> topology ->
+"""Health, breakers and retry gates through the real Kafka and Flink: flatten_spans + spans ->
 health on a generated retry storm and on the TrainTicket data."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200
 
 
 def run_chain(config, names) -> None:
-    run_bounded(names, ["flatten_spans", "topology", "health"])
+    run_bounded(names, ["flatten_spans", "spans", "health"])
 
 
 def by_entity(records: list[dict]) -> dict[str, list[dict]]:

@@ -66,12 +66,12 @@ def test_hostile_json_is_dead_lettered_each_with_its_reason_and_good_messages_pa
     sent = interleaved(list(otlp_json_lines(GOOD)), hostile)
     produce(config, topics["source"], [c.payload if isinstance(c, Case) else c for c in sent], partition=0)
 
-    # topology over what came through: duplicates, self-parents, spans decades apart, the 100k-span trace.
-    run_bounded(topics, ["flatten_spans", "topology"])
+    # the span path over what came through: duplicates, self-parents, spans decades apart, the 100k-span trace.
+    run_bounded(topics, ["flatten_spans", "spans"])
 
     check_flattened(config, topics, sent)
     # Spans decades apart in one stream: what ends behind the watermark is late, dead-lettered and counted.
-    late = [d for d in read_topic(config, topics["dead_letters"], 1, timeout=60) if d["job"] == "topology"]
+    late = [d for d in read_topic(config, topics["dead_letters"], 1, timeout=60) if d["job"] == "spans"]
     assert late and all(d["reason"].startswith("late span") for d in late)
     assert_valid("stormwatch_edges", read_topic(config, topics["edges"], 1, timeout=60))
 

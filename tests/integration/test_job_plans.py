@@ -8,7 +8,7 @@ import pytest
 
 import jobs.common
 import jobs.flatten_spans
-import jobs.topology
+import jobs.spans
 from tests.conftest import TEST_CONFIG
 
 pytestmark = pytest.mark.integration
@@ -27,9 +27,9 @@ def test_flatten_spans_unnests_each_message_once(monkeypatch):
     assert _plan(monkeypatch, jobs.flatten_spans.main).count("Correlate(") == 3
 
 
-def test_topology_deduplicates_each_span_once_and_joins_it_four_times(monkeypatch):
-    plan = _plan(monkeypatch, jobs.topology.main)
-    assert plan.count("Deduplicate(") == 1
-    # span with parent, CLIENT span with its children, span with its children's coverage, linked
-    # span with the span it links to: each an interval join bounded by the watermark.
-    assert plan.count("IntervalJoin(") == 4
+def test_the_span_path_pairs_no_span_through_a_join(monkeypatch):
+    # One keyed operator per trace (attached from Java) does what a deduplication and four interval
+    # joins did: none is planned, and each message is unnested once for spans and dead letters alike.
+    plan = _plan(monkeypatch, jobs.spans.main)
+    assert plan.count("Deduplicate(") == 0 and plan.count("IntervalJoin(") == 0 and plan.count("Join(") == 0
+    assert plan.count("Correlate(") == 3

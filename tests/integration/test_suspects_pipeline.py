@@ -1,4 +1,4 @@
-"""The whole chain on real faults, through the real Kafka and Flink: flatten_spans -> topology ->
+"""The whole chain on real faults, through the real Kafka and Flink: spans ->
 suspects. After the fault-free baseline minute, the injected service ranks first once its fault
 shows, and nothing is flagged in the baseline itself."""
 
@@ -32,7 +32,7 @@ def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, top
     messages = [m for label in files for m in collector_batches(otlp_json_lines(SHARED_DATA / label["file"]))]
     produce(config, names["source"], messages, partition=0)
     args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
-    for job in ("flatten_spans", "topology", "suspects"):
+    for job in ("spans", "suspects"):
         result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
 

@@ -221,37 +221,36 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert all(0 <= r["self_mean_ms"] <= r["duration_mean_ms"] + 1e-9 for r in stages)
 
 
-def _flat_span(trace: int, end_ms: int) -> tuple[bytes, bytes]:
+def _late_test_message(trace: int, end_ms: int) -> tuple[str, bytes]:
+    """One web SERVER span ending at `end_ms`, as an OTLP JSON message; (its trace id, the message)."""
     trace_id = T % (10**6 + trace)
-    row = {"trace_id": trace_id, "span_id": "%016x" % (trace + 1), "parent_span_id": None, "service_name": "web",
-           "service_instance_id": "web-0", "span_name": "GET /", "span_kind": "SPAN_KIND_SERVER",
-           "status_code": "STATUS_CODE_UNSET", "status_message": None, "peer_service": None, "db_system": None,
-           "server_address": None, "start_time_unix_nano": (end_ms - 5) * 10**6,
-           "end_time_unix_nano": end_ms * 10**6, "duration_ms": 5.0}
-    return trace_id.encode(), json.dumps(row).encode()
+    span = {"traceId": trace_id, "spanId": "%016x" % (trace + 1), "name": "GET /", "kind": 2,
+            "startTimeUnixNano": str((end_ms - 5) * 10**6), "endTimeUnixNano": str(end_ms * 10**6)}
+    return trace_id, json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "web"}}]},
+        "scopeSpans": [{"spans": [span]}]}]}).encode()
 
 
 def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(config, topics_for):
     from connectors.kafka import producer
 
-    names = topics_for(("sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages"))
+    names = topics_for(("source", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages"))
     client = producer(config)
     try:
-        with live_job("topology", names, "--group-id", f"late-{names['sink']}"):
+        with live_job("spans", names, "--group-id", f"late-{names['source']}"):
             t1 = 1_800_000_000_000
             # Ten minutes of spans, a trace every 10 s: the watermark moves well past their start.
             for i in range(60):
-                key, value = _flat_span(i, t1 + i * 10_000)
-                client.send(names["sink"], key=key, value=value)
+                client.send(names["source"], value=_late_test_message(i, t1 + i * 10_000)[1])
             client.flush()
-            assert read_topic(config, names["edges"], 1, timeout=120), "windows closed"
-            late_key, late_value = _flat_span(999, t1)
-            client.send(names["sink"], key=late_key, value=late_value)
+            assert read_topic(config, names["edges"], 1, timeout=180), "windows closed"
+            late_trace, late_value = _late_test_message(999, t1)
+            client.send(names["source"], value=late_value)
             client.flush()
             dead = read_topic(config, names["dead_letters"], 1, timeout=60)
     finally:
         client.close()
     assert_valid("stormwatch_dead_letters", dead)
     assert len(dead) == 1 and dead[0]["reason"].startswith("late span: ended ")
-    assert json.loads(dead[0]["payload"])["traceId"] == late_key.decode()
-    assert dead[0]["source_topic"] == names["sink"] and dead[0]["job"] == "topology"
+    assert json.loads(dead[0]["payload"])["traceId"] == late_trace
+    assert dead[0]["source_topic"] == names["source"] and dead[0]["job"] == "spans"
