@@ -1,3 +1,4 @@
+SHELL := /bin/bash
 # The two commands a fresh machine needs are `make demo` and `make test`; both bootstrap first.
 # Bootstrapping is idempotent: stamps record what is installed, so a second run fetches nothing.
 
@@ -18,13 +19,15 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # Maven Central only, versions pinned in jvm/pom.xml; it also builds our SQL functions (jvm/functions/).
 $(JARS)/.fetched: jvm/pom.xml jvm/functions/pom.xml $(shell find jvm/functions/src -name "*.java")
-	mvn --quiet --batch-mode -f jvm/pom.xml package
+	mvn --quiet --batch-mode -f jvm/pom.xml package -DskipTests
 	touch $@
 
 demo: bootstrap
 	$(BIN)/stormwatch demo
 
+# The Java module's own unit tests (jvm/functions/src/test), then every Python test.
 test: bootstrap
+	mvn --batch-mode --no-transfer-progress -f jvm/pom.xml test -Dsurefire.printSummary=true | grep -E "Tests run|FAIL|ERROR|BUILD" ; test $${PIPESTATUS[0]} -eq 0
 	$(BIN)/pytest
 
 unit: bootstrap

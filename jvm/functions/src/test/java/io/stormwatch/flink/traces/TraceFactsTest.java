@@ -1,0 +1,170 @@
+package io.stormwatch.flink.traces;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** What one assembled trace yields, worked out by hand for each case. Times in ms from 1,000,000 ms. */
+class TraceFactsTest {
+    private static final long T0 = 1_000_000L;
+    private static final double[] BOUNDS = {10, 100};
+
+    private static SpanRecord span(String trace, String id, String parent, String service, String kind,
+                                   long startMs, long endMs, boolean error) {
+        SpanRecord s = new SpanRecord();
+        s.traceId = trace;
+        s.spanId = id;
+        s.parentSpanId = parent;
+        s.service = service;
+        s.name = "op-" + id;
+        s.kind = kind;
+        s.status = error ? "STATUS_CODE_ERROR" : "STATUS_CODE_UNSET";
+        s.start = (T0 + startMs) * 1_000_000L;
+        s.end = (T0 + endMs) * 1_000_000L;
+        s.route = trace;
+        return s;
+    }
+
+    /** Every partial of one bucket-wide slide (large enough to hold the whole trace), by kind and keys. */
+    private static Map<String, Partials.Partial> derive(SpanRecord... records) {
+        Partials partials = new Partials(3_600_000L, BOUNDS);
+        TraceFacts.derive(List.of(records), partials);
+        Map<String, Partials.Partial> out = new HashMap<>();
+        for (Partials.Partial p : partials.closeUpTo(Long.MAX_VALUE - 1)) {
+            out.put(p.kind + ":" + p.k1 + ">" + p.k2 + (p.flag ? "*" : ""), p);
+        }
+        return out;
+    }
+
+    @Test
+    void aClientCallIntoAServerIsOneEdgeWithTheCallersLatencyAndTheGap() {
+        Map<String, Partials.Partial> got = derive(
+                span("t", "a", null, "web", TraceFacts.SERVER, 0, 100, false),
+                span("t", "b", "a", "web", TraceFacts.CLIENT, 10, 90, true),
+                span("t", "c", "b", "api", TraceFacts.SERVER, 12, 88, true),
+                span("t", "d", "c", "api", "SPAN_KIND_INTERNAL", 20, 30, true));
+        Partials.Partial edge = got.get("EDGE:web>api");
+        assertEquals(1, edge.n[Partials.E_CALLS]);
+        assertEquals(1, edge.n[Partials.E_CLIENT_ERRORS]);
+        assertEquals(1, edge.n[Partials.E_SERVER_ERRORS]);
+        assertEquals(4.0, edge.d[0], 1e-9); // 80 ms client - 76 ms server
+        assertEquals(0, edge.b[0]);          // 80 ms: over 10 ...
+        assertEquals(1, edge.b[1]);          // ... under 100
+        assertEquals(1, got.get("EDGE:user>web").n[Partials.E_CALLS]);
+        // api: d fails (an origin, its parent failed too: propagated), c fails because d did (propagated).
+        Partials.Partial api = got.get("SERVICE:api>null");
+        assertEquals(2, api.n[Partials.S_ERRORS]);
+        assertEquals(1, api.n[Partials.S_ORIGINS]);
+        assertEquals(2, api.n[Partials.S_PROPAGATED]);
+        assertEquals(1, api.n[Partials.S_INBOUND_CALLS]);
+        assertEquals(4.0, api.d[Partials.S_INBOUND_GAP_MS], 1e-9);
+        // web: the CLIENT span failed, its SERVER parent did not: absorbed there, a break web -> web.
+        Partials.Partial web = got.get("SERVICE:web>null");
+        assertEquals(1, web.n[Partials.S_ABSORBED]);
+        assertEquals(1, got.get("BREAK:web>web").n[0]);
+        // Self time: 100 - 80 (web root), 80 - 76 (client), 76 - 10 (api server), 10 (internal).
+        assertEquals(20.0 + 4.0, web.d[Partials.S_SELF_MS], 1e-9);
+        assertEquals(66.0 + 10.0, api.d[Partials.S_SELF_MS], 1e-9);
+    }
+
+    @Test
+    void overlappingChildrenCoverTheirUnionOnlyAndClippedToTheParent() {
+        SpanRecord parent = span("t", "p", null, "svc", TraceFacts.SERVER, 0, 100, false);
+        List<SpanRecord> kids = new ArrayList<>(List.of(
+                span("t", "x", "p", "svc", "SPAN_KIND_INTERNAL", 10, 40, false),
+                span("t", "y", "p", "svc", "SPAN_KIND_INTERNAL", 30, 50, false),   // overlaps x: union 10..50
+                span("t", "z", "p", "svc", "SPAN_KIND_INTERNAL", 90, 130, false))); // clipped to 90..100
+        assertEquals(50.0, TraceFacts.coveredMs(parent, kids), 1e-9);
+    }
+
+    @Test
+    void anUntracedClientCallGoesToAVirtualCalleeAndCopiesCountOnce() {
+        SpanRecord root = span("t", "a", null, "web", TraceFacts.SERVER, 0, 50, false);
+        SpanRecord db = span("t", "b", "a", "web", TraceFacts.CLIENT, 10, 20, false);
+        db.callee = "postgresql";
+        Map<String, Partials.Partial> got = derive(root, db, db, root);
+        assertEquals(1, got.get("EDGE:web>postgresql*").n[Partials.E_CALLS]);
+        assertEquals(2, got.get("SERVICE:web>null").n[Partials.S_SPANS]);
+        assertEquals(1, got.get("EDGE:user>web").n[Partials.E_CALLS]);
+    }
+
+    @Test
+    void orphansSelfParentsAndCyclesAreCountedWithoutLooping() {
+        Map<String, Partials.Partial> got = derive(
+                span("t", "o", "missing", "api", TraceFacts.SERVER, 0, 10, false),
+                span("t", "s", "s", "api", TraceFacts.SERVER, 0, 10, false),
+                span("t", "a", "b", "web", TraceFacts.SERVER, 0, 10, false),
+                span("t", "b", "a", "api", TraceFacts.SERVER, 0, 10, false));
+        Partials.Partial api = got.get("SERVICE:api>null");
+        assertEquals(1, api.n[Partials.S_ORPHANS]);
+        assertEquals(1, api.n[Partials.S_SELF_PARENTS]);
+        // Each span of the cycle has a parent in the other service: one call each way, no root.
+        assertEquals(1, got.get("EDGE:web>api").n[Partials.E_CALLS]);
+        assertEquals(1, got.get("EDGE:api>web").n[Partials.E_CALLS]);
+        assertNull(got.get("EDGE:user>api"));
+    }
+
+    @Test
+    void aConsumersLinkToAProducerOfAnotherServiceIsACallInTheProducersWindow() {
+        SpanRecord producer = span("p", "m", null, "web", TraceFacts.PRODUCER, 0, 5, true);
+        SpanRecord probe = span("c", "k", null, "billing", TraceFacts.CONSUMER, 2000, 2100, false);
+        probe.probeOf = "m";
+        probe.route = "p";
+        Map<String, Partials.Partial> got = derive(producer, probe, probe);
+        Partials.Partial edge = got.get("EDGE:web>billing");
+        assertEquals(1, edge.n[Partials.E_CALLS]);
+        assertEquals(1, edge.n[Partials.E_CLIENT_ERRORS]);
+        assertEquals(100.0, LogHistogram.ofPairs(edge.h1.toPairs()).quantile(0.5), 1.0);
+        assertEquals(T0 / 3_600_000L * 3_600_000L, edge.bucketStartMs);
+        // A probe is not a span of the producer's trace.
+        assertNull(got.get("SERVICE:billing>null"));
+    }
+
+    @Test
+    void aLinkToTheConsumersOwnParentIsThatCallOnlyOnce() {
+        SpanRecord producer = span("t", "m", null, "web", TraceFacts.PRODUCER, 0, 5, false);
+        SpanRecord consumer = span("t", "k", "m", "billing", TraceFacts.CONSUMER, 1000, 1010, false);
+        consumer.links = new String[] {"t/m"};
+        SpanRecord probe = span("t", "k", "m", "billing", TraceFacts.CONSUMER, 1000, 1010, false);
+        probe.probeOf = "m";
+        assertEquals(1, derive(producer, consumer, probe).get("EDGE:web>billing").n[Partials.E_CALLS]);
+    }
+
+    @Test
+    void histogramsMergeExactlyAndReadQuantilesWithinOnePercent() {
+        LogHistogram a = new LogHistogram(), b = new LogHistogram();
+        for (int v = 1; v <= 1000; v++) (v % 2 == 0 ? a : b).add(v);
+        a.merge(LogHistogram.ofPairs(b.toPairs()));
+        assertEquals(1000, a.total());
+        // Exact p50 of 1..1000 at rank 499.5 is 500.5; p95 at rank 949.05 is 950.05.
+        assertEquals(500.5, a.quantile(0.5), 500.5 * 0.01);
+        assertEquals(950.05, a.quantile(0.95), 950.05 * 0.01);
+        assertNull(new LogHistogram().quantile(0.5));
+        assertTrue(LogHistogram.bucketOf(0.0) == 0 && LogHistogram.bucketOf(-1) == 0);
+    }
+
+    @Test
+    void partialsCloseWholeBucketsOnlyAndSurviveACheckpoint() throws Exception {
+        Partials partials = new Partials(10_000L, BOUNDS);
+        partials.errorBreak(5_000, "a", "b", "t2");
+        partials.errorBreak(15_000, "a", "b", "t1");
+        assertEquals(0, partials.closeUpTo(9_998).size());
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        partials.write(new java.io.DataOutputStream(bytes));
+        Partials restored = new Partials(10_000L, BOUNDS);
+        restored.restore(new java.io.DataInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray())));
+        restored.errorBreak(5_500, "a", "b", "t0");
+        List<Partials.Partial> first = restored.closeUpTo(9_999);
+        assertEquals(1, first.size());
+        assertEquals(2, first.get(0).n[0]);
+        assertEquals("t0", first.get(0).ex1);
+        assertEquals(1, restored.closeUpTo(Long.MAX_VALUE - 1).size());
+        assertTrue(restored.isEmpty());
+    }
+}
