@@ -18,7 +18,7 @@ import java.util.TreeMap;
  * Counts and sums add, histograms merge, examples keep the smallest trace id: all exact under merging.
  */
 public final class Partials {
-    public enum Kind { EDGE, SERVICE, BREAK, STAGE }
+    public enum Kind { EDGE, SERVICE, BREAK, STAGE, INSTANCE }
 
     // Positions in Partial.n / Partial.d per kind (the SQL views name them: sql/views/trace_partials.sql).
     public static final int E_CALLS = 0, E_CLIENT_ERRORS = 1, E_SERVER_ERRORS = 2;
@@ -26,9 +26,10 @@ public final class Partials {
             S_ABSORBED = 5, S_SURFACED = 6, S_INBOUND_CALLS = 7, S_ORPHANS = 8, S_SELF_PARENTS = 9;
     public static final int S_SELF_MS = 0, S_INBOUND_GAP_MS = 1;
     public static final int G_DURATION_MS = 0, G_SELF_MS = 1;
+    public static final int I_CALLS = 0, I_ERRORS = 1;
 
-    private static final int[] LONGS = {3, 10, 1, 1};
-    private static final int[] DOUBLES = {1, 2, 0, 2};
+    private static final int[] LONGS = {3, 10, 1, 1, 2};
+    private static final int[] DOUBLES = {1, 2, 0, 2, 0};
 
     /** One entity's accumulator in one bucket. */
     public static final class Partial {
@@ -40,7 +41,7 @@ public final class Partials {
         public final double[] d;
         public final LogHistogram h1 = new LogHistogram();
         public final LogHistogram h2 = new LogHistogram();
-        /** Edges: calls at or under each of the configured latency bounds (cumulative, as `le` buckets). */
+        /** Edges and instances: calls at or under each configured latency bound (cumulative, as `le` buckets). */
         public final long[] b;
         public String ex1, ex2;
 
@@ -53,7 +54,7 @@ public final class Partials {
             this.bucketStartMs = bucketStartMs;
             this.n = new long[LONGS[kind.ordinal()]];
             this.d = new double[DOUBLES[kind.ordinal()]];
-            this.b = new long[kind == Kind.EDGE ? bounds : 0];
+            this.b = new long[kind == Kind.EDGE || kind == Kind.INSTANCE ? bounds : 0];
         }
 
         void example(String traceId) {
@@ -138,6 +139,20 @@ public final class Partials {
         p.h1.add(durationMs);
         p.h2.add(selfMs);
         p.example(traceId);
+    }
+
+    /** A SERVER span of an instance: the per-instance RED figures the health job reads. */
+    public void instanceCall(long timeMs, String service, String instance, boolean error, double latencyMs,
+                             String traceId) {
+        Partial p = at(Kind.INSTANCE, timeMs, service, instance, null, false);
+        p.n[I_CALLS]++;
+        if (error) p.n[I_ERRORS]++;
+        p.h1.add(latencyMs);
+        for (int i = 0; i < boundsMs.length; i++) {
+            if (latencyMs <= boundsMs[i]) p.b[i]++;
+        }
+        p.example(traceId);
+        if (error) p.errorExample(traceId);
     }
 
     /** Removes and returns the partials of every bucket that ends at or before `watermarkMs` + 1. */

@@ -24,6 +24,7 @@ import java.util.Set;
  *       its parent failed too, absorbed when it did not (a break, absorbing -> failing service),
  *       surfaced when it is a root;</li>
  *   <li>self time: duration minus the union of the children's intervals clipped to the span;</li>
+ *   <li>per instance, its SERVER spans: calls, errors, latency (what the health job scores);</li>
  *   <li>orphans (the parent never came) and self-parents counted. Every step pairs a span with its
  *       parent only, so a cycle of parent links cannot loop.</li>
  * </ul>
@@ -65,6 +66,7 @@ public final class TraceFacts {
             if (SERVER.equals(s.kind)) {
                 svc.n[Partials.S_SERVER_SPANS]++;
                 svc.h1.add(duration);
+                out.instanceCall(t, s.service, s.instance == null ? "unknown" : s.instance, error, duration, s.traceId);
             }
             if (error) {
                 svc.n[Partials.S_ERRORS]++;

@@ -167,4 +167,19 @@ class TraceFactsTest {
         assertEquals(1, restored.closeUpTo(Long.MAX_VALUE - 1).size());
         assertTrue(restored.isEmpty());
     }
+
+    @Test
+    void serverSpansAreEachInstancesCalls() {
+        SpanRecord ok = span("t", "a", null, "api", TraceFacts.SERVER, 0, 50, false);
+        ok.instance = "api-1";
+        SpanRecord failed = span("t", "b", "a", "api", TraceFacts.SERVER, 10, 15, true);
+        failed.instance = "api-1";
+        SpanRecord client = span("t", "c", "a", "api", TraceFacts.CLIENT, 20, 30, false);
+        Partials.Partial p = derive(ok, failed, client).get("INSTANCE:api>api-1");
+        assertEquals(2, p.n[Partials.I_CALLS]);
+        assertEquals(1, p.n[Partials.I_ERRORS]);
+        assertEquals(1, p.b[0]); // 5 ms <= 10
+        assertEquals(2, p.b[1]); // both <= 100
+        assertEquals("t", p.ex2);
+    }
 }

@@ -1,0 +1,30 @@
+-- stormwatch_span_instances: per instance and slide bucket of the span path ([pipeline.topology]
+-- window_slide_seconds), what its SERVER spans add up to: calls, errors, a sparse log-scale latency
+-- histogram (MERGE_HISTOGRAMS / HISTOGRAM_QUANTILE) and calls at or under each latency bound
+-- (cumulative). Written by the span path (jobs/spans.py) from the same pass over each trace as every
+-- other output; the health job merges it with the instances' metrics into its windows. Buckets merge
+-- into any window that is a whole number of them. Keyed by service and instance.
+CREATE TEMPORARY TABLE stormwatch_span_instances (
+  `service` STRING,
+  `instance` STRING,
+  `bucket_start_ms` BIGINT,
+  `bucket_end_ms` BIGINT,
+  `calls` BIGINT,
+  `errors` BIGINT,
+  `latency_histogram` ARRAY<BIGINT>,
+  `latency_buckets` ARRAY<BIGINT>,
+  `example_trace_id` STRING,
+  `example_error_trace_id` STRING,
+  -- Read back by the health job: a bucket's event time is its start.
+  `bucket_time` AS TO_TIMESTAMP_LTZ(`bucket_start_ms`, 3),
+  `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
+  `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
+  WATERMARK FOR `bucket_time` AS `bucket_time` - ${watermark_out_of_orderness}
+) WITH (
+  ${span_instances_options},
+  'scan.watermark.idle-timeout' = '${spans_idle_timeout}',
+  'key.format' = 'json',
+  'key.fields' = 'service;instance',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL'
+);
