@@ -157,6 +157,15 @@ def define(t_env: TableEnvironment, statements: list[str]) -> None:
             t_env.create_temporary_view(match.group(1), table)
 
 
+def add_statements(t_env: TableEnvironment, inserts: Inserts, statements: list[str]) -> None:
+    """A job file's statements in order: its views defined (`define`), its INSERTs added to `inserts`."""
+    for statement in statements:
+        if _INSERT.search(statement):
+            inserts.sql(statement)
+        else:
+            define(t_env, [statement])
+
+
 def run_sql_job(config: Config, job: str, ddl: list[str], variables: dict, args: argparse.Namespace, group: str,
                 more_inserts: list[str] = ()) -> None:
     """A job that is all SQL: its tables and views (`ddl`, rendered), then the INSERTs of

@@ -1,4 +1,8 @@
-"""health: SERVER spans, instance metrics and edges -> health scores, breaker and retry decisions.
+"""health: instances' SERVER-span figures, instance metrics and edges -> health scores, breaker and retry
+decisions.
+
+The span figures come per instance and slide bucket from the span path (jobs/spans.py,
+stormwatch_span_instances), so no job reads flattened spans on the way to a decision.
 
 Instance metrics come native (stormwatch_instance_metrics) or as OTLP from the Collector (otlp_metrics,
 folded into native records by sql/views/otlp_instance_metrics.sql). Flink SQL merges spans and metrics into per instance and per service windows of the policy's size
@@ -23,10 +27,10 @@ from udfs.histograms import cumulative_buckets
 
 JOB = "health"
 # Tables read (by topic role) and the files that define them and what is computed on the JVM.
-INPUTS = {"sink": "stormwatch_spans", "metrics": "stormwatch_instance_metrics", "otlp_metrics": "otlp_metrics",
+INPUTS = {"span_instances": "stormwatch_span_instances", "metrics": "stormwatch_instance_metrics", "otlp_metrics": "otlp_metrics",
           "edges": "stormwatch_edges", "policy": "stormwatch_policy"}
 FILES = ["functions/stormwatch_functions"] + [f"tables/{t}" for t in INPUTS.values()] + [
-    "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters", "views/unique_spans",
+    "tables/stormwatch_instance_windows", "tables/stormwatch_dead_letters",
     "views/otlp_metrics_flat", "views/otlp_instance_metrics", "views/instance_metrics_checked", "views/instance_facts",
     "views/instance_windows", "views/sliding_edges",
 ]
@@ -42,6 +46,12 @@ def step(state, observation: dict, policy):
 def health_variables(config, names: dict[str, str], default: policies.Policy) -> dict[str, object]:
     """What the health SQL needs beyond the shared variables: the policy's windows, the histogram."""
     bounds = config.get("pipeline", "topology", "latency_bucket_bounds_ms")
+    # The span figures come in buckets of the span path's slide: a health window must be whole buckets.
+    slide = int(config.get("pipeline", "topology", "window_slide_seconds"))
+    for key in ("window_size_seconds", "window_slide_seconds"):
+        if int(getattr(default.health, key)) % slide:
+            raise SystemExit(f"policy [health] {key} = {getattr(default.health, key)}: must be a multiple of "
+                             f"[pipeline.topology] window_slide_seconds ({slide}), the span path's buckets")
     return {
         "metrics_topic": names["metrics"],
         "otlp_metrics_topic": names["otlp_metrics"],

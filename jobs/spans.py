@@ -1,11 +1,13 @@
-"""spans: OTLP trace messages on otlp_spans -> per-window service edges, service figures, error breaks
-and latency stages, in one job; spans it cannot use to the dead letters.
+"""spans: OTLP trace messages on otlp_spans -> per-window service edges, service figures, error breaks,
+latency stages, per-instance span figures and ranked root-cause suspects, in one job; spans it cannot
+use to the dead letters.
 
 Per-span work runs once, on the JVM: the messages are decoded and validated (sql/views/otlp_spans_flat.sql),
 then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, jvm/functions/) holds
 a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seconds of event time and
 derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
-mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql).
+mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql),
+and the suspects ranker (jobs/suspects.py `attach`) takes each window as it closes.
 No pairwise interval join, no time bound beyond the trace's own: a window's records leave once the
 watermark passes its end, the quiet time and the traces still open across it.
 """
@@ -17,7 +19,9 @@ import sys
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-from jobs.common import Inserts, define, parse_args, raw_reader, setup, source_options, undecodable_messages
+from jobs import suspects
+from jobs.common import (Inserts, add_statements, define, parse_args, raw_reader, setup, source_options,
+                         undecodable_messages)
 from jobs.flatten_spans import tables as decoding_tables
 from stormwatch import catalog
 from stormwatch.flink_env import job_jars, stream_table_environment
@@ -25,7 +29,7 @@ from stormwatch.sqlfiles import load_statements
 
 JOB = "spans"
 OUTPUTS = ["tables/stormwatch_edges", "tables/stormwatch_service_windows", "tables/stormwatch_error_breaks",
-           "tables/stormwatch_latency_stages"]
+           "tables/stormwatch_latency_stages", "tables/stormwatch_span_instances"] + suspects.OUTPUTS
 
 
 def span_variables(config, variables: dict) -> dict:
@@ -70,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     variables = span_variables(config, catalog.variables(config, names, {**source_options(args, group), **tuned}))
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
-    define(t_env, load_statements(decoding_tables(encoding) + OUTPUTS, variables)
+    # Each file once: the decoder's tables and the suspects' outputs share the dead letters.
+    define(t_env, load_statements(list(dict.fromkeys(decoding_tables(encoding) + OUTPUTS)), variables)
            + raw_reader(config, args, "otlp_spans_raw", names["source"], f"{group}-raw"))
     define(t_env, load_statements(["views/trace_input"], variables))
     attach_trace_assembler(t_env, config, names["source"])
@@ -84,8 +89,16 @@ def main(argv: list[str] | None = None) -> None:
         statements += load_statements(["jobs/spans_edges"], {**variables, "edge_window_kind": kind,
                                                              "edge_window_slide": slide, "edge_window_size": size})
     statements += undecodable_messages(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB, encoding)
-    for statement in statements:
-        inserts.sql(statement)
+    add_statements(t_env, inserts, statements)
+    # Service windows and sliding edges: one stream each, to their topics and, the moment a window
+    # closes, to the suspects ranker in this job graph (no Kafka hop). Each window aggregate is
+    # planned once: a view read by an INSERT and by a DataStream would be planned twice.
+    streams = {view: t_env.to_data_stream(t_env.from_path(view))
+               for view in ("service_windows_out", "sliding_edges_out", "tumbling_edges_out")}
+    inserts.table("stormwatch_service_windows", t_env.from_data_stream(streams["service_windows_out"]))
+    inserts.table("stormwatch_edges", t_env.from_data_stream(
+        streams["sliding_edges_out"].union(streams["tumbling_edges_out"])))
+    suspects.attach(t_env, inserts, config, names, streams["service_windows_out"], streams["sliding_edges_out"])
     inserts.execute(args.bounded)
 
 

@@ -1,5 +1,6 @@
 """suspects: per-window service figures and edges -> ranked root-cause suspects, graph snapshots
-and edge events.
+and edge events, from their topics. The span path (jobs/spans.py) ranks its windows in its own job
+graph with the same `attach`; this job re-ranks what is on the topics (a replay, another policy).
 
 The span path has done the per-span work on the JVM (jobs/spans.py); this job sees a few records per service per
 window. It gathers a window's records until the watermark passes the window's end, then hands them
@@ -78,7 +79,7 @@ class RankWindows(KeyedProcessFunction):
         if ranked_through is not None and value.window_end_ms <= ranked_through:
             # Its window was ranked already: a verdict is given once, the straggler is kept aside.
             record = json.loads(value.payload)
-            yield DEAD_LETTERS, Row(value.topic, record["kafka_partition"], record["kafka_offset"],
+            yield DEAD_LETTERS, Row(value.topic, record.get("kafka_partition"), record.get("kafka_offset"),
                                     f"window ending {value.window_end_ms} was already ranked when this record came",
                                     value.payload, JOB)
             return
@@ -119,12 +120,32 @@ class RankWindows(KeyedProcessFunction):
                                        e["first_seen_ms"], e["last_seen_ms"])
 
 
+def attach(t_env, inserts: Inserts, config, names: dict[str, str], service_windows, sliding_edges) -> None:
+    """Rank the windows of the streams of rows `service_windows` and `sliding_edges` (columns as the
+    topics'), with the outputs added to `inserts`: from the topics (main, below) or in the span path's
+    own job graph (jobs/spans.py), where the windows arrive the moment they close, without a Kafka hop."""
+    settings = config.section("pipeline", "suspects")
+
+    def records(role: str, rows):
+        return rows.map(lambda r, kind=role, topic=names[role]: Row(kind, topic, r["window_end_ms"],
+                                                                    json.dumps(r.as_dict(), default=str)),
+                        output_type=RECORD)
+
+    policy = SuspectPolicy(**settings.get("policy", {}))
+    verdicts = (records("service_windows", service_windows).union(records("edges", sliding_edges))
+                .key_by(lambda r: 0, key_type=Types.INT())
+                .process(RankWindows(policy, int(settings["vanish_after_windows"])), output_type=SUSPECT))
+    inserts.table("stormwatch_suspects", t_env.from_data_stream(verdicts))
+    inserts.table("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
+    inserts.table("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
+    inserts.table("stormwatch_dead_letters", t_env.from_data_stream(verdicts.get_side_output(DEAD_LETTERS)))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    settings = config.section("pipeline", "suspects")
-    group = args.group_id or settings["consumer_group"]
+    group = args.group_id or config.get("pipeline", "suspects", "consumer_group")
     # Each input keeps its own offsets: two readers must not share a group.
     variables = catalog.variables(config, names, source_options(args, group),
                                   read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})
@@ -132,22 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     define(t_env, load_statements([f"tables/{t}" for t in INPUTS.values()] + ["views/sliding_edges"] + OUTPUTS,
                                   variables))
-
-    def records(role: str):
-        rows = t_env.to_data_stream(t_env.from_path(READS[role]))
-        return rows.map(lambda r, kind=role, topic=names[role]: Row(kind, topic, r["window_end_ms"],
-                                                                    json.dumps(r.as_dict(), default=str)),
-                        output_type=RECORD)
-
-    policy = SuspectPolicy(**settings.get("policy", {}))
-    verdicts = (records("service_windows").union(records("edges"))
-                .key_by(lambda r: 0, key_type=Types.INT())
-                .process(RankWindows(policy, int(settings["vanish_after_windows"])), output_type=SUSPECT))
     inserts = Inserts(t_env, config, group)
-    inserts.table("stormwatch_suspects", t_env.from_data_stream(verdicts))
-    inserts.table("stormwatch_topology_snapshots", t_env.from_data_stream(verdicts.get_side_output(SNAPSHOTS)))
-    inserts.table("stormwatch_edge_events", t_env.from_data_stream(verdicts.get_side_output(EDGE_EVENTS)))
-    inserts.table("stormwatch_dead_letters", t_env.from_data_stream(verdicts.get_side_output(DEAD_LETTERS)))
+    attach(t_env, inserts, config, names, t_env.to_data_stream(t_env.from_path(READS["service_windows"])),
+           t_env.to_data_stream(t_env.from_path(READS["edges"])))
     inserts.execute(args.bounded)
 
 

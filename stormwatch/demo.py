@@ -29,10 +29,10 @@ from stormwatch.tail_format import format_record
 from stormwatch.traffic.schedule import Schedule, load_schedule
 from stormwatch.traffic.send import generate
 
-# The whole chain: otlp_spans -> spans -> suspects; flattened spans + metrics -> health -> scaling.
-JOBS = ["flatten_spans", "spans", "suspects", "health", "scaling"]
+# The whole chain: otlp_spans -> spans (suspects ranked in its job graph); span figures + metrics -> health -> scaling.
+JOBS = ["spans", "health", "scaling"]
 # The outputs the demo watches, by topic role (catalog.TOPIC_ROLES).
-WATCHED = ["sink", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
+WATCHED = ["span_instances", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
            "retry_decisions", "pareto_fronts", "scaling_decisions"]
 WAITING_EVERY_S = 5.0
 # Every this many seconds the demo also sends a message that is not OTLP, to show the dead letters.
@@ -59,10 +59,10 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
     jobs = [_start_job(config, job_config, job) for job in JOBS]
     state, lock = DashboardState(), threading.Lock()
     server = _serve_page(config, state, lock, style)
-    stop, flattening = threading.Event(), threading.Event()
+    stop, reading = threading.Event(), threading.Event()
     threads = [
-        threading.Thread(target=_traffic_once_flattening, name="traffic", daemon=True,
-                         args=(config, schedule, rate, seed, flattening, stop)),
+        threading.Thread(target=_traffic_once_reading, name="traffic", daemon=True,
+                         args=(config, schedule, rate, seed, reading, stop)),
         threading.Thread(target=_send_bad_messages, name="bad-messages", daemon=True,
                          args=(config, names["source"], stop)),
     ]
@@ -70,12 +70,12 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         f"with per-instance metrics, into {names['source']} and {names['metrics']}")
     say(f"fault schedule {schedule.name}: {' '.join(schedule.description.split())}")
     say(f"the page: http://127.0.0.1:{server.server_address[1]}/ (service graph, breakers, fronts)")
-    say("the embedded Flink jobs take a minute to start; the traffic starts once flatten_spans reads, "
+    say("the embedded Flink jobs take a minute to start; the traffic starts once the span path reads, "
         "and windows close a slide after their end")
     for thread in threads:
         thread.start()
     try:
-        _show(config, names, state, lock, style, flattening,
+        _show(config, names, state, lock, style, reading,
               deadline=None if duration is None else time.monotonic() + duration)
     except KeyboardInterrupt:
         pass
@@ -95,7 +95,7 @@ def say(text: str) -> None:
 
 
 def _job_config(config: Config) -> Path:
-    """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since five
+    """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since three
     embedded jobs share the machine's cores and the demo's traffic is small."""
     path = config.runtime_dir / "demo-jobs.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,21 +131,21 @@ def _stop_job(job: str, proc: subprocess.Popen) -> None:
     say(f"job {job} stopped")
 
 
-def _traffic_once_flattening(config: Config, schedule: Schedule, rate: float, seed: int, flattening: threading.Event,
+def _traffic_once_reading(config: Config, schedule: Schedule, rate: float, seed: int, reading: threading.Event,
                              stop: threading.Event) -> None:
-    """Live traffic from the moment flatten_spans reads. Traffic sent while the jobs start would be a
+    """Live traffic from the moment the span path reads. Traffic sent while the jobs start would be a
     backlog, read from the topic's partitions at different speeds, and the spans it writes out of
     event-time order would be late for the next jobs' watermark."""
-    while not flattening.wait(1.0):
+    while not reading.wait(1.0):
         if stop.is_set():
             return
-    say("flatten_spans reads (a bad message reached the dead letters): the traffic starts now")
+    say("the span path reads (a bad message reached the dead letters): the traffic starts now")
     generate(config, schedule, rate, None, seed, stop=stop)
 
 
 def _send_bad_messages(config: Config, topic: str, stop: threading.Event) -> None:
     """A message that is not OTLP now and every BAD_MESSAGE_EVERY_S: its dead letter also shows that
-    flatten_spans is reading."""
+    the span path is reading."""
     client = producer(config)
     try:
         while True:
@@ -191,13 +191,13 @@ def _news(role: str, record: dict) -> bool:
 
 
 def _take(role: str, value: bytes, state: DashboardState, lock: threading.Lock, dead: Counter, style: Style) -> int:
-    """Fold one record into the state, print it if it is news; 1 for a flattened span."""
-    if role == "sink":
-        return 1
+    """Fold one record into the state, print it if it is news; the SERVER calls the span path counted."""
     try:
         record = json.loads(value)
     except ValueError:
         return 0
+    if role == "span_instances":
+        return int(record.get("calls", 0))
     with lock:
         state.update(role, record)
     if role == "dead_letters":
@@ -208,7 +208,7 @@ def _take(role: str, value: bytes, state: DashboardState, lock: threading.Lock, 
 
 
 def _show(config: Config, names: dict[str, str], state: DashboardState, lock: threading.Lock, style: Style,
-          flattening: threading.Event, deadline: float | None) -> None:
+          reading: threading.Event, deadline: float | None) -> None:
     roles = {names[role]: role for role in WATCHED}
     client = consumer(config, *roles, auto_offset_reset="latest", consumer_timeout_ms=200)
     spans, shown_window, next_waiting = 0, 0, time.monotonic()
@@ -219,7 +219,7 @@ def _show(config: Config, names: dict[str, str], state: DashboardState, lock: th
             for message in client:
                 role = roles[message.topic]
                 if role == "dead_letters":
-                    flattening.set()
+                    reading.set()
                 spans += _take(role, message.value, state, lock, dead, style)
                 if time.monotonic() >= look_up:
                     break
@@ -229,13 +229,13 @@ def _show(config: Config, names: dict[str, str], state: DashboardState, lock: th
             if table:
                 shown_window = window
                 clock = time.strftime("%H:%M:%S", time.gmtime(window / 1000))
-                print(f"--- health window ending {clock} UTC; {spans} spans flattened so far ---\n{table}", flush=True)
+                print(f"--- health window ending {clock} UTC; {spans} SERVER calls traced so far ---\n{table}", flush=True)
             if dead and (table or not shown_window):
                 print("\n".join(style.paint(f"dead letter: {reason} x{n}", DIM) for reason, n in sorted(dead.items())),
                       flush=True)
                 dead.clear()
             elif not shown_window and time.monotonic() >= next_waiting:
-                say(f"waiting for the first health window: {spans} spans flattened so far ...")
+                say(f"waiting for the first health window: {spans} SERVER calls traced so far ...")
                 next_waiting = time.monotonic() + WAITING_EVERY_S
     finally:
         client.close()

@@ -3,11 +3,13 @@
 -- Windows slide by [pipeline.topology] window_slide_seconds over window_size_seconds of event time; each
 -- is the union of whole slide buckets, so merging the buckets' partials gives the window's figures.
 
-INSERT INTO stormwatch_service_windows
-SELECT service_name, window_start_ms, window_end_ms, spans, server_spans, errors, error_origins,
+-- A view: one stream that jobs/spans.py sends both to the sink and to the suspects ranker.
+CREATE TEMPORARY VIEW service_windows_out AS
+SELECT service_name AS service, window_start_ms, window_end_ms, spans, server_spans, errors, error_origins,
        errors_propagated, errors_absorbed, errors_surfaced,
-       HISTOGRAM_QUANTILE(h, 0.5), HISTOGRAM_QUANTILE(h, 0.95),
-       self_ms, inbound_calls, inbound_gap_ms, orphans, self_parents, example_trace_id
+       HISTOGRAM_QUANTILE(h, 0.5) AS server_p50_ms, HISTOGRAM_QUANTILE(h, 0.95) AS server_p95_ms,
+       self_ms AS self_ms_total, inbound_calls, inbound_gap_ms AS inbound_gap_ms_total, orphans, self_parents,
+       example_trace_id
 FROM (
   SELECT
     service_name,
@@ -20,6 +22,7 @@ FROM (
   FROM TABLE(HOP(TABLE service_partials, DESCRIPTOR(rowtime), ${window_slide}, ${window_size}))
   GROUP BY window_start, window_end, service_name
 );
+-- (jobs/spans.py inserts it into stormwatch_service_windows from the same stream the ranker reads.)
 
 INSERT INTO stormwatch_error_breaks
 SELECT absorbing_service, failing_service,
@@ -43,19 +46,17 @@ FROM (
   GROUP BY window_start, window_end, service_name, span_name, span_kind
 );
 
--- Spans the assembler could not take: late (behind its watermark), or of a trace already assembled.
+-- Per instance and slide bucket, for the health job: the subtasks' partials of the bucket merged.
+INSERT INTO stormwatch_span_instances
+SELECT service, instance,
+       EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
+       SUM(calls), SUM(errors), MERGE_HISTOGRAMS(latency_histogram),
+       SUM_ELEMENTS(latency_buckets, ${latency_bucket_count}),
+       MIN(example_trace_id), MIN(example_error_trace_id)
+FROM TABLE(TUMBLE(TABLE instance_partials, DESCRIPTOR(rowtime), ${window_slide}))
+GROUP BY window_start, window_end, service, instance;
+
+-- Spans the decoder rejected (with its reason), and those the assembler could not take: late (behind
+-- its watermark), or of a trace already assembled.
 INSERT INTO stormwatch_dead_letters
 SELECT * FROM trace_dead_letters;
-
--- Spans the decoder rejected (sql/views/otlp_spans_flat.sql), with the reason.
-INSERT INTO stormwatch_dead_letters
-SELECT
-  '${source_topic}', kafka_partition, kafka_offset, reject_reason,
-  JSON_OBJECT(
-    'traceId' VALUE trace_id, 'spanId' VALUE span_id, 'parentSpanId' VALUE parent_span_id,
-    'serviceName' VALUE service_name, 'name' VALUE span_name,
-    'startTimeUnixNano' VALUE start_time_unix_nano, 'endTimeUnixNano' VALUE end_time_unix_nano
-  ),
-  'spans'
-FROM otlp_spans_flat
-WHERE reject_reason IS NOT NULL;

@@ -1,18 +1,21 @@
 -- Job spans, its edges: per service edge and window, the merge of the assembler's edge partials
--- (sql/views/trace_partials.sql). Rendered once per window kind (jobs/spans.py): `sliding`, the windows
+-- (sql/views/trace_partials.sql), as a view: jobs/spans.py inserts it into stormwatch_edges, and hands the sliding ones to the suspects ranker
+-- as the same stream. Rendered once per window kind (jobs/spans.py): `sliding`, the windows
 -- of every other output, and `tumbling`, [pipeline.topology] edge_tumbling_window_seconds long, a HOP
 -- whose slide is its size, so each call is counted in exactly one window.
-INSERT INTO stormwatch_edges
-SELECT caller, callee, callee_virtual, '${edge_window_kind}', window_start_ms, window_end_ms, calls, client_errors,
-       server_errors, HISTOGRAM_QUANTILE(h, 0.5), HISTOGRAM_QUANTILE(h, 0.95), HISTOGRAM_QUANTILE(h, 0.99),
-       bucket_bounds, latency_buckets, gap_ms, example_trace_id, example_error_trace_id
+CREATE TEMPORARY VIEW ${edge_window_kind}_edges_out AS
+SELECT caller, callee, callee_virtual, CAST('${edge_window_kind}' AS STRING) AS window_kind, window_start_ms, window_end_ms, calls,
+       client_errors, server_errors, HISTOGRAM_QUANTILE(h, 0.5) AS latency_p50_ms,
+       HISTOGRAM_QUANTILE(h, 0.95) AS latency_p95_ms, HISTOGRAM_QUANTILE(h, 0.99) AS latency_p99_ms,
+       bucket_bounds AS latency_bucket_bounds_ms, latency_buckets, gap_ms AS gap_ms_total, example_trace_id,
+       example_error_trace_id
 FROM (
   SELECT
     caller, callee, callee_virtual,
     EXTRACT(EPOCH FROM window_start) * 1000 AS window_start_ms, EXTRACT(EPOCH FROM window_end) * 1000 AS window_end_ms,
     SUM(calls) AS calls, SUM(client_errors) AS client_errors, SUM(server_errors) AS server_errors,
     MERGE_HISTOGRAMS(latency_histogram) AS h,
-    ARRAY[${latency_bucket_bounds_ms}] AS bucket_bounds,
+    CAST(ARRAY[${latency_bucket_bounds_ms}] AS ARRAY<DOUBLE>) AS bucket_bounds,
     SUM_ELEMENTS(latency_buckets, ${latency_bucket_count}) AS latency_buckets,
     SUM(gap_ms) AS gap_ms,
     MIN(example_trace_id) AS example_trace_id,

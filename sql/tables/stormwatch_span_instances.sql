@@ -15,11 +15,13 @@ CREATE TEMPORARY TABLE stormwatch_span_instances (
   `latency_buckets` ARRAY<BIGINT>,
   `example_trace_id` STRING,
   `example_error_trace_id` STRING,
-  -- Read back by the health job: a bucket's event time is its start.
+  -- Read back by the health job: a bucket's event time is its start. The span path's subtasks close a
+  -- bucket at nearly the same moment, not at once: one of them may write the next bucket before another
+  -- has written this one, so the watermark trails by one bucket (a slide), never dropping a record.
   `bucket_time` AS TO_TIMESTAMP_LTZ(`bucket_start_ms`, 3),
   `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
   `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
-  WATERMARK FOR `bucket_time` AS `bucket_time` - ${watermark_out_of_orderness}
+  WATERMARK FOR `bucket_time` AS `bucket_time` - ${window_slide}
 ) WITH (
   ${span_instances_options},
   'scan.watermark.idle-timeout' = '${spans_idle_timeout}',

@@ -1,15 +1,16 @@
 -- instance_facts: what the RED figures of an instance add up, one fact a row on one event-time column
--- `t`, from both sources: every SERVER span (one call, its error, its latency) and every usable metrics
--- record (its requests, errors, quantiles and load). Each row carries cumulative bucket counts at the
--- project's bounds, so one windowed aggregate merges spans and metrics into one histogram.
+-- `t`, from both sources: its SERVER spans per slide bucket of the span path (stormwatch_span_instances:
+-- calls, errors, a latency histogram) and every usable metrics record (its requests, errors, quantiles
+-- and load). Each row carries cumulative bucket counts at the project's bounds, so one windowed
+-- aggregate merges spans and metrics into one histogram.
 CREATE TEMPORARY VIEW instance_facts AS
 SELECT
-  service_name,
-  COALESCE(service_instance_id, 'unknown') AS instance,
-  end_time AS t,
-  1 AS span_calls,
-  CASE WHEN status_code = 'STATUS_CODE_ERROR' THEN 1 ELSE 0 END AS span_errors,
-  duration_ms AS span_latency_ms,
+  service AS service_name,
+  instance,
+  bucket_time AS t,
+  calls AS span_calls,
+  errors AS span_errors,
+  latency_histogram AS span_latency_histogram,
   0 AS metric_records,
   CAST(0 AS BIGINT) AS metric_requests,
   CAST(0 AS BIGINT) AS metric_errors,
@@ -19,15 +20,14 @@ SELECT
   CAST(NULL AS DOUBLE) AS load_ratio,
   CAST(NULL AS BIGINT) AS in_flight,
   CAST(NULL AS DOUBLE) AS capacity_rps,
-  CUMULATIVE_INDICATORS(duration_ms, ${latency_bucket_bounds_ms}) AS latency_buckets,
-  trace_id,
-  CASE WHEN status_code = 'STATUS_CODE_ERROR' THEN trace_id END AS error_trace_id
-FROM unique_spans
-WHERE span_kind = 'SPAN_KIND_SERVER'
+  latency_buckets,
+  example_trace_id AS trace_id,
+  example_error_trace_id AS error_trace_id
+FROM stormwatch_span_instances
 UNION ALL
 SELECT
   service_name, service_instance_id, t,
-  0, 0, CAST(NULL AS DOUBLE),
+  CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(NULL AS ARRAY<BIGINT>),
   1, requests, errors, latency_p50_ms, latency_p95_ms, latency_p99_ms,
   load_ratio, in_flight, capacity_rps,
   latency_buckets,

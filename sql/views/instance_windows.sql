@@ -13,9 +13,10 @@ SELECT
   CAST(CASE WHEN SUM(metric_records) > 0 THEN SUM(metric_errors) ELSE SUM(span_errors) END AS BIGINT) AS errors,
   CAST(SUM(span_calls) AS BIGINT) AS span_calls,
   CAST(SUM(metric_records) AS BIGINT) AS metric_records,
-  PERCENTILE(span_latency_ms, 0.5) AS span_p50_ms,
-  PERCENTILE(span_latency_ms, 0.95) AS span_p95_ms,
-  PERCENTILE(span_latency_ms, 0.99) AS span_p99_ms,
+  -- Within 1 %: the span path's log-scale histograms, merged (HISTOGRAM_QUANTILE, sql/functions).
+  HISTOGRAM_QUANTILE(MERGE_HISTOGRAMS(span_latency_histogram), 0.5) AS span_p50_ms,
+  HISTOGRAM_QUANTILE(MERGE_HISTOGRAMS(span_latency_histogram), 0.95) AS span_p95_ms,
+  HISTOGRAM_QUANTILE(MERGE_HISTOGRAMS(span_latency_histogram), 0.99) AS span_p99_ms,
   -- Quantiles reported by instances do not add up: the slowest is the conservative figure.
   MAX(metric_p50_ms) AS metric_p50_ms,
   MAX(metric_p95_ms) AS metric_p95_ms,

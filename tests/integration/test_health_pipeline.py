@@ -1,4 +1,4 @@
-"""Health, breakers and retry gates through the real Kafka and Flink: flatten_spans + spans ->
+"""Health, breakers and retry gates through the real Kafka and Flink: spans ->
 health on a generated retry storm and on the TrainTicket data."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "metrics",
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances", "metrics",
          "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 SLIDE_MS = POLICY.health.window_slide_seconds * 1000
@@ -28,7 +28,7 @@ FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200
 
 
 def run_chain(config, names) -> None:
-    run_bounded(names, ["flatten_spans", "spans", "health"])
+    run_bounded(names, ["spans", "health"])
 
 
 def by_entity(records: list[dict]) -> dict[str, list[dict]]:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 GOOD = SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"
 MUTATED_FROM = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"
-TOPOLOGY_OUTPUTS = ("edges", "service_windows", "error_breaks", "latency_stages")
+TOPOLOGY_OUTPUTS = ("edges", "service_windows", "error_breaks", "latency_stages", "span_instances")
 
 
 def interleaved(good: list[bytes], hostile: list[Case]) -> list[Case | bytes]:

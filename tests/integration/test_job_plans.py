@@ -4,6 +4,8 @@ chain, and a copy of it per INSERT multiplied that cost and its state."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import jobs.common
@@ -27,9 +29,26 @@ def test_flatten_spans_unnests_each_message_once(monkeypatch):
     assert _plan(monkeypatch, jobs.flatten_spans.main).count("Correlate(") == 3
 
 
-def test_the_span_path_pairs_no_span_through_a_join(monkeypatch):
-    # One keyed operator per trace (attached from Java) does what a deduplication and four interval
-    # joins did: none is planned, and each message is unnested once for spans and dead letters alike.
-    plan = _plan(monkeypatch, jobs.spans.main)
-    assert plan.count("Deduplicate(") == 0 and plan.count("IntervalJoin(") == 0 and plan.count("Join(") == 0
-    assert plan.count("Correlate(") == 3
+def test_the_span_path_decodes_once_and_pairs_no_span_through_a_join(monkeypatch):
+    # The job is partly DataStream (the trace assembler, the suspects ranker) and partly a statement
+    # set: both plans together are the job. One keyed operator per trace does what a deduplication and
+    # four interval joins did: none is planned. Each message is unnested once (resourceSpans ->
+    # scopeSpans -> spans), for spans and dead letters alike, and each output's window aggregate once.
+    plans = []
+
+    def both(inserts, bounded):
+        plans.append(inserts.statements.explain())
+        plans.append(inserts.t_env._j_tenv.execEnv().getExecutionPlan())
+
+    monkeypatch.setattr(jobs.common.Inserts, "execute", both)
+    jobs.spans.main(["--config", str(TEST_CONFIG), "--bounded"])
+    statements, stream = plans
+    statements = statements[statements.index("== Optimized Execution Plan =="):]
+    stream_nodes = re.findall(r'"type" : "([^"]*)"', stream)
+    assert not [n for n in stream_nodes if "Join" in n or "Deduplicate" in n]
+    assert "Join(" not in statements and "Deduplicate(" not in statements
+    assert sum(n.startswith("Correlate[") for n in stream_nodes) == 3 and "Correlate(" not in statements
+    assert [n for n in stream_nodes if n == "assemble traces"] == ["assemble traces"]
+    # service windows, sliding and tumbling edges, error breaks, latency stages, span instances
+    windows = sum(n.startswith("GlobalWindowAggregate[") for n in stream_nodes) + statements.count("GlobalWindowAggregate(")
+    assert windows == 6

@@ -79,7 +79,7 @@ def both(config, kafka):
     produce(config, native["metrics"], [json.dumps(i.record()).encode() for i in intervals], partition=0)
     produce(config, otlp["otlp_metrics"], [encode(r) for r in requests] + [m for m, _ in hostile], partition=0)
 
-    run_bounded(shared, ["flatten_spans"])
+    run_bounded(shared, ["spans"])
     run_bounded(native, ["health"])
     run_bounded(otlp, ["health"])
     read = {(run, role): read_topic(config, names[role], 1, timeout=60)

@@ -49,16 +49,17 @@ def records(config, topic: str, quiet_s: float = 5.0) -> list[tuple[int, bytes, 
 
 @pytest.fixture(scope="module")
 def staged(config, kafka, flink_cluster):
-    """A storm's spans on stormwatch_spans (by flatten_spans), and the undisturbed health run's outputs."""
+    """A storm's span figures on stormwatch_span_instances (by the span path), and the undisturbed health
+    run's outputs."""
     names = new_topics(config, TOPIC_ROLES)
     fault = FaultWindow(service="llm-inference", start_s=100, end_s=180, latency_factor=4.0, error_rate=0.9)
     generator = TraceGenerator(seed=23, faults=[fault], params=Params(retries={"orchestrator": 2}))
     spans = sorted((s for t in generator.generate(5.0, 360) for s in t), key=lambda s: s.end_unix_nano)
     produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
-    run_bounded(names, ["flatten_spans", "health"])
+    run_bounded(names, ["spans", "health"])
     reference = {role: Counter((k, v) for _, k, v in records(config, names[role])) for role in OUTPUTS}
     assert sum(reference["breaker_decisions"].values()) > 0
-    return {"names": names, "spans": records(config, names["sink"]), "reference": reference}
+    return {"names": names, "spans": records(config, names["span_instances"]), "reference": reference}
 
 
 class LiveRun:
@@ -67,8 +68,8 @@ class LiveRun:
 
     def __init__(self, config, cluster, staged):
         self.config, self.cluster = config, cluster
-        self.names = {**staged["names"], **new_topics(config, ("sink", *OUTPUTS))}
-        self.args = ["--group-id", f"health-{self.names['sink']}",
+        self.names = {**staged["names"], **new_topics(config, ("span_instances", *OUTPUTS))}
+        self.args = ["--group-id", f"health-{self.names['span_instances']}",
                      *[f"--topic={role}={name}" for role, name in self.names.items()]]
         self.job_id = self.submit()
 
@@ -92,18 +93,18 @@ class LiveRun:
             size = -(-len(spans) // CHUNKS)
             for chunk in range(CHUNKS):
                 for partition, key, value in spans[chunk * size:(chunk + 1) * size]:
-                    client.send(self.names["sink"], key=key, value=value, partition=partition)
+                    client.send(self.names["span_instances"], key=key, value=value, partition=partition)
                 client.flush()
                 if chunk < CHUNKS - 1:
                     disrupt(chunk)
-            # A span an hour later on each partition moves the watermark past every window of the storm
+            # A bucket an hour later on each partition moves the watermark past every window of the storm
             # (the undisturbed run closed them at the end of its bounded input).
             for partition in sorted({p for p, _, _ in spans}):
                 last = json.loads(next(v for p, _, v in reversed(spans) if p == partition))
-                hour = 3600 * 10**9
-                flush = {**last, "trace_id": "f" * 32, "start_time_unix_nano": last["start_time_unix_nano"] + hour,
-                         "end_time_unix_nano": last["end_time_unix_nano"] + hour}
-                client.send(self.names["sink"], value=json.dumps(flush).encode(), partition=partition)
+                hour = 3600 * 1000
+                flush = {**last, "example_trace_id": "f" * 32, "bucket_start_ms": last["bucket_start_ms"] + hour,
+                         "bucket_end_ms": last["bucket_end_ms"] + hour}
+                client.send(self.names["span_instances"], value=json.dumps(flush).encode(), partition=partition)
             client.flush()
         finally:
             client.close()

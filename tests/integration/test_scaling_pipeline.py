@@ -1,5 +1,5 @@
 """Pareto fronts and scaling decisions through the real Kafka and Flink: generated AI-chain traffic
-through flatten_spans + spans -> health -> scaling. llm-inference answers in seconds (per-token
+through spans -> health -> scaling. llm-inference answers in seconds (per-token
 decode) against the policy's 1000 ms SLO: saturated; retrieval answers in milliseconds: slack. Merged into
 the same run, a second generator drives one more service, embedder, over its capacity and then drops
 its load: saturated, then slack."""
@@ -22,7 +22,7 @@ from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "metrics",
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances", "metrics",
          "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics", "pareto_fronts",
          "scaling_decisions")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
@@ -47,7 +47,7 @@ def decided(config, kafka, flink_cluster):
     falling = TraceGenerator(seed=6, topology=EMBEDDER, load=FALLING_LOAD, nominal_rate_per_s=10.0)
     spans = sorted([*chain, *(s for t in falling.generate(10.0, END_S) for s in t)], key=lambda s: s.end_unix_nano)
     produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
-    run_bounded(names, ["flatten_spans", "spans", "health", "scaling"])
+    run_bounded(names, ["spans", "health", "scaling"])
     return {"names": names,
             **{role: read_topic(config, names[role], 1, timeout=60) for role in ("pareto_fronts", "scaling_decisions")}}
 

@@ -1,5 +1,5 @@
-"""The whole chain on real faults, through the real Kafka and Flink: spans ->
-suspects. After the fault-free baseline minute, the injected service ranks first once its fault
+"""The whole chain on real faults, through the real Kafka and Flink: spans, which ranks suspects in its
+own job graph. After the fault-free baseline minute, the injected service ranks first once its fault
 shows, and nothing is flagged in the baseline itself."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances",
          "suspects", "topology_snapshots", "edge_events")
 # A fault takes a while to show in what its service does: judged from this long after the label on
 # (the same allowance as tests/unit/test_suspects.py, which explains it).
@@ -32,12 +32,20 @@ def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, top
     messages = [m for label in files for m in collector_batches(otlp_json_lines(SHARED_DATA / label["file"]))]
     produce(config, names["source"], messages, partition=0)
     args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
-    for job in ("spans", "suspects"):
-        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=600)
-        assert result.returncode == 0, result.stderr[-3000:]
+    # The span path ranks each window in its own job graph, as it closes.
+    result = stormwatch("run", "spans", "--", "--group-id", f"spans-{names['source']}", *args, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
 
     suspects = read_topic(config, names["suspects"], 1, timeout=60)
     assert_valid("stormwatch_suspects", suspects)
+    # The suspects job re-ranks the same windows from their topics: the same verdicts.
+    again = {**names, **topics_for(("suspects", "topology_snapshots", "edge_events", "dead_letters"))}
+    result = stormwatch("run", "suspects", "--", "--bounded", "--group-id", f"suspects-{names['source']}",
+                        *[f"--topic={role}={name}" for role, name in again.items()], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reranked = read_topic(config, again["suspects"], len(suspects), timeout=60)
+    key = lambda s: json.dumps(s, sort_keys=True, default=str)  # noqa: E731
+    assert sorted(map(key, reranked)) == sorted(map(key, suspects))
     by_window: dict[int, list[dict]] = {}
     for s in suspects:
         by_window.setdefault(s["window_start_ms"], []).append(s)

@@ -16,7 +16,8 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.integration
 
 EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"  # has spans exported twice
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages")
+ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
+         "span_instances")
 # Hand-made traces start a minute after the real data ends: in their own windows, yet in order.
 T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
 
@@ -234,7 +235,8 @@ def _late_test_message(trace: int, end_ms: int) -> tuple[str, bytes]:
 def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(config, topics_for):
     from connectors.kafka import producer
 
-    names = topics_for(("source", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages"))
+    names = topics_for(("source", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
+                        "span_instances"))
     client = producer(config)
     try:
         with live_job("spans", names, "--group-id", f"late-{names['source']}"):
@@ -243,7 +245,7 @@ def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(conf
             for i in range(60):
                 client.send(names["source"], value=_late_test_message(i, t1 + i * 10_000)[1])
             client.flush()
-            assert read_topic(config, names["edges"], 1, timeout=180), "windows closed"
+            assert read_topic(config, names["edges"], 1, timeout=300), "windows closed"
             late_trace, late_value = _late_test_message(999, t1)
             client.send(names["source"], value=late_value)
             client.flush()

@@ -1,11 +1,11 @@
 package io.stormwatch.flink.traces;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.functions.ProcessFunction;
 import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
@@ -26,7 +26,7 @@ public final class SpanPath {
     public static final String[] SPAN_COLUMNS = {
         "trace_id", "span_id", "parent_span_id", "service_name", "service_instance_id", "span_name",
         "span_kind", "status_code", "callee", "links", "start_time_unix_nano", "end_time_unix_nano",
-        "kafka_partition", "kafka_offset"};
+        "kafka_partition", "kafka_offset", "reject_reason", "dead_letter_payload"};
 
     private SpanPath() {}
 
@@ -39,10 +39,10 @@ public final class SpanPath {
             throw new IllegalArgumentException("view " + spansView + " must have the columns " + String.join(", ", SPAN_COLUMNS)
                     + " in that order, not " + columns);
         }
-        DataStream<SpanRecord> records = tEnv.toDataStream(spans)
-                .flatMap(new ToRecords())
-                .returns(TypeInformation.of(SpanRecord.class))
+        SingleOutputStreamOperator<SpanRecord> decoded = tEnv.toDataStream(spans)
+                .process(new ToRecords(sourceTopic, job), TypeInformation.of(SpanRecord.class))
                 .name("spans and link probes");
+        DataStream<SpanRecord> records = decoded;
         if (outOfOrdernessMs >= 0) {
             // A view without an event-time column: the span's end, bounded out-of-orderness per subtask.
             records = records.assignTimestampsAndWatermarks(WatermarkStrategy
@@ -59,13 +59,31 @@ public final class SpanPath {
                 .columnByMetadata("rowtime", "TIMESTAMP_LTZ(3)")
                 .watermark("rowtime", "SOURCE_WATERMARK()")
                 .build()));
-        tEnv.createTemporaryView(deadView, tEnv.fromDataStream(partials.getSideOutput(TraceAssembler.DEAD_LETTERS)));
+        // Rejected by the decoder, or not taken by the assembler: one view of the span path's dead letters.
+        tEnv.createTemporaryView(deadView, tEnv.fromDataStream(decoded.getSideOutput(TraceAssembler.DEAD_LETTERS)
+                .union(partials.getSideOutput(TraceAssembler.DEAD_LETTERS))));
     }
 
-    /** A row of the spans view as a {@link SpanRecord}, and one link probe per link of a CONSUMER span. */
-    static final class ToRecords implements FlatMapFunction<Row, SpanRecord> {
+    /**
+     * A row of the spans view as a {@link SpanRecord}, and one link probe per link of a CONSUMER span;
+     * a row the decoder rejected goes to the dead letters with its reason instead.
+     */
+    static final class ToRecords extends ProcessFunction<Row, SpanRecord> {
+        private final String sourceTopic, job;
+
+        ToRecords(String sourceTopic, String job) {
+            this.sourceTopic = sourceTopic;
+            this.job = job;
+        }
+
         @Override
-        public void flatMap(Row row, Collector<SpanRecord> out) {
+        public void processElement(Row row, Context ctx, Collector<SpanRecord> out) {
+            String reason = (String) row.getField(14);
+            if (reason != null) {
+                ctx.output(TraceAssembler.DEAD_LETTERS, Row.of(sourceTopic, (Integer) row.getField(12),
+                        (Long) row.getField(13), reason, (String) row.getField(15), job));
+                return;
+            }
             SpanRecord s = new SpanRecord();
             s.traceId = (String) row.getField(0);
             s.spanId = (String) row.getField(1);
