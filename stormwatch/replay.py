@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from connectors.kafka import producer, require_topics
 from stormwatch.config import Config
@@ -205,12 +205,14 @@ class Delivery:
         self.reasons: dict[str, str] = {}  # an example message per error name
         self._changed = threading.Condition()
 
-    def admit(self, size: int) -> bool:
+    def admit(self, size: int, stall_s: float | None = None) -> bool:
         """Wait until `size` more bytes may be in flight (one record always may); False once a record
-        failed: nothing more is sent, so what was delivered has no gap after which more came."""
+        failed, or nothing was answered for `stall_s`: nothing more is sent, so what was delivered has
+        no gap after which more came."""
         with self._changed:
-            self._changed.wait_for(lambda: self.failures or self.unacked_bytes == 0
-                                   or self.unacked_bytes + size <= self.in_flight_bytes)
+            if not self._changed.wait_for(lambda: self.failures or self.unacked_bytes == 0
+                                          or self.unacked_bytes + size <= self.in_flight_bytes, stall_s):
+                return False
             if self.failures:
                 return False
             self.sent += 1
@@ -233,10 +235,15 @@ class Delivery:
             self.unacked_bytes -= size
             self._changed.notify_all()
 
-    def settle(self, total: int | None = None) -> int:
-        """Once every sent record was acknowledged or failed: the count delivered, or DeliveryError."""
+    def settle(self, total: int | None = None, stall_s: float | None = None, wait: bool = True) -> int:
+        """Once every sent record was acknowledged or failed (those still unanswered after `stall_s`, or
+        now if not `wait`, count as failed): the count delivered, or DeliveryError."""
         with self._changed:
-            self._changed.wait_for(lambda: self.acked + sum(self.failures.values()) == self.sent)
+            self._changed.wait_for(lambda: self.acked + sum(self.failures.values()) == self.sent,
+                                   stall_s if wait else 0)
+            if unanswered := self.sent - self.acked - sum(self.failures.values()):
+                self.failures["Unanswered"] += unanswered
+                self.reasons["Unanswered"] = f"Unanswered: the client stalled, no answer within {stall_s:g} s"
             if self.failures:
                 raise DeliveryError(self.acked, self.failures, self.reasons, total)
             return self.acked
@@ -249,13 +256,19 @@ def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partitio
     acknowledged; returns the count once all are, or raises DeliveryError naming how many were not
     (`total`: how many `records` holds, if known) and why. The client retries what is retriable, as its
     settings say (retries, delivery_timeout_ms, enable_idempotence). Unacknowledged bytes stay under
-    `in_flight_bytes`, by default what the client may have on the wire to a broker at once."""
+    `in_flight_bytes`, by default what the client may have on the wire to a broker at once.
+
+    The client answers every record within delivery_timeout_ms; kafka-python 3.0.12 can stall instead
+    (an idempotent producer whose batches expired while the broker was away): no answer for that plus
+    request_timeout_ms counts what is unanswered as not delivered."""
+    settings = client.config
     if in_flight_bytes is None:
-        in_flight_bytes = client.config["max_request_size"] * client.config["max_in_flight_requests_per_connection"]
+        in_flight_bytes = settings["max_request_size"] * settings["max_in_flight_requests_per_connection"]
+    stall_s = (settings["delivery_timeout_ms"] + settings["request_timeout_ms"]) / 1000
     delivery = Delivery(in_flight_bytes, on_acked)
     for index, (topic, key, value) in enumerate(records):
         size = len(value) + len(key or b"")
-        if not delivery.admit(size):
+        if not delivery.admit(size, stall_s):
             break
         try:
             future = client.send(topic, value, key=key, partition=partition)
@@ -263,8 +276,11 @@ def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partitio
             delivery.fail(size, e)
             break
         future.add_callback(delivery.ack, index, size).add_errback(delivery.fail, size)
-    client.flush()
-    return delivery.settle(total)
+    try:
+        client.flush(timeout=stall_s)
+    except KafkaTimeoutError:  # stalled: what is unanswered now stays so
+        return delivery.settle(total, stall_s, wait=False)
+    return delivery.settle(total, stall_s)
 
 
 def send(config: Config, records: Iterable[tuple[str, bytes | None, bytes]], topics: set[str],
@@ -274,9 +290,15 @@ def send(config: Config, records: Iterable[tuple[str, bytes | None, bytes]], top
     require_topics(config, topics)
     client = producer(config)
     try:
-        return deliver(client, records, partition, on_acked, total)
-    finally:
-        client.close()
+        count = deliver(client, records, partition, on_acked, total)
+    except BaseException:
+        try:
+            client.close(timeout=0)  # what it still holds was counted as not delivered, or the error says enough
+        except KafkaTimeoutError:  # a stalled client: its sender thread is a daemon, left behind
+            client._closed = True  # or its __del__ would wait for it forever
+        raise
+    client.close()
+    return count
 
 
 def produce(config: Config, topic: str, messages: Iterable[bytes], partition: int | None = None) -> int:

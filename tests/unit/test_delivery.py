@@ -16,11 +16,13 @@ from stormwatch.replay import DeliveryError, deliver
 class Producer:
     """Acknowledges the records it is sent one at a time, in order, from a thread of its own, except
     those `fails` gives an error for; `send` itself raises the error `raises` gives (as KafkaProducer
-    does without metadata). Notes the most bytes ever unacknowledged when a record arrives."""
+    does without metadata); from the record `stalls_at` on, it answers nothing more (as kafka-python
+    3.0.12 can). Notes the most bytes ever unacknowledged when a record arrives."""
 
-    def __init__(self, fails=lambda i: None, raises=lambda i: None) -> None:
-        self.fails, self.raises = fails, raises
-        self.config = {"max_request_size": 1000, "max_in_flight_requests_per_connection": 2}
+    def __init__(self, fails=lambda i: None, raises=lambda i: None, stalls_at: int | None = None) -> None:
+        self.fails, self.raises, self.stalls_at = fails, raises, stalls_at
+        self.config = {"max_request_size": 1000, "max_in_flight_requests_per_connection": 2,
+                       "delivery_timeout_ms": 200, "request_timeout_ms": 100}
         self.sent: list[tuple[str, bytes | None, bytes, int | None]] = []
         self.acked: list[int] = []
         self.unacked_bytes = self.most_unacked_bytes = 0
@@ -43,6 +45,8 @@ class Producer:
     def _sender(self) -> None:
         while True:
             index, size, future = self._queue.get()
+            if index == self.stalls_at:
+                return
             threading.Event().wait(0.0005)  # a broker slower than the loop that sends to it
             with self._lock:
                 self.unacked_bytes -= size
@@ -54,8 +58,12 @@ class Producer:
                 future.failure(error)
             self._queue.task_done()
 
-    def flush(self) -> None:
-        self._queue.join()
+    def flush(self, timeout=None) -> None:
+        done = threading.Thread(target=self._queue.join, daemon=True)
+        done.start()
+        done.join(timeout)
+        if done.is_alive():
+            raise KafkaTimeoutError("flush")
 
 
 def records(n: int, size: int = 100):
@@ -116,3 +124,13 @@ def test_a_record_larger_than_the_bound_is_still_sent_alone():
     client = Producer()
     assert deliver(client, records(5, size=5000), in_flight_bytes=1000) == 5
     assert client.most_unacked_bytes == 5000
+
+
+def test_a_client_that_stalls_ends_the_delivery_with_its_unanswered_records_not_delivered():
+    client = Producer(stalls_at=10)
+    with pytest.raises(DeliveryError) as raised:
+        deliver(client, records(100, size=100), total=100)
+    e = raised.value
+    assert e.delivered == len(client.acked) == 10
+    assert e.failures == {"Unanswered": len(client.sent) - 10}
+    assert str(e).startswith("90 of 100 record(s) not delivered")
