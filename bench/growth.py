@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 import results_file  # noqa: E402  (bench/, beside this file)
 from topology_throughput import BENCH_CONFIG, SEED, TINY_SPANS, TRACE_RATE, Run, messages_of  # noqa: E402
 
+from connectors.kafka import committed_records  # noqa: E402
 from stormwatch.config import load  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.traffic.generator import Call, Instance, Service, Stage, Topology  # noqa: E402
@@ -84,17 +85,25 @@ def main(argv: list[str]) -> None:
         logs = config.runtime_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         tiny_messages, _ = messages_of(TINY_SPANS, shaped_topology(BASE))
-        tiny = Run(config, "growth-tiny", tiny_messages, logs).measure()
+        tiny = verified(Run(config, "growth-tiny", tiny_messages, logs), tiny_messages).measure()
         print(f"start-up (tiny input): {tiny}", flush=True)
         for shape in dict.fromkeys(s for shapes in SHAPES.values() for s in shapes):
             messages, n_spans = messages_of(args.spans, shaped_topology(shape))
-            times = Run(config, f"growth-{shape.label}", messages, logs).measure()
+            times = verified(Run(config, f"growth-{shape.label}", messages, logs), messages).measure()
             print(f"{shape}: {n_spans} spans, {times}", flush=True)
             measured[shape] = (n_spans, times)
     finally:
         if started:
             print(broker.stop(), flush=True)
     results_file.write(args.out, report(config, command, tiny, measured))
+
+
+def verified(run: Run, messages: list[bytes]) -> Run:
+    """The run, once its input topic holds exactly the messages produced: nothing is timed on less."""
+    held = committed_records(run.config, run.names["source"])
+    if held != len(messages):
+        raise SystemExit(f"{run.names['source']} holds {held:,} records, not the {len(messages):,} produced")
+    return run
 
 
 def report(config, command: str, tiny: dict[str, float], measured) -> list[str]:
@@ -106,6 +115,8 @@ def report(config, command: str, tiny: dict[str, float], measured) -> list[str]:
         f"Kafka: the benchmark's broker ({config.bootstrap_servers}), topics of 2 partitions",
         f"- Input per shape: generated traces (seed {SEED}, {TRACE_RATE:g} traces/s of event time) of a binary call "
         "tree of HTTP services, every trace visiting every service; spans sorted by end time, at most 256 a message",
+        "- Input verified before timing: every run's source topic held exactly the messages produced "
+        "(its committed records counted, read_committed)",
         f"- Start-up subtracted: passthrough {tiny['passthrough']:.1f} s, flatten_spans {tiny['flatten_spans']:.1f} s, "
         f"topology {tiny['topology']:.1f} s (the same jobs on {TINY_SPANS:,} spans of the base shape)",
         "",

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
@@ -66,15 +66,30 @@ def _translated(key: str, value: str, properties: dict[str, str]) -> dict | None
     return None
 
 
+def _typed(default, value: str):
+    """A setting's value (a string, as the Java clients take it) as the type of kafka-python's default."""
+    if isinstance(default, bool):
+        return value.strip().lower() == "true"
+    if isinstance(default, (int, float)):
+        try:
+            number = float(value)
+        except ValueError:
+            return value  # a name where the default is a number: acks = "all"
+        return number if isinstance(default, float) or not number.is_integer() else int(number)
+    return value
+
+
 def python_client_settings(config: Config, client_class) -> dict:
     settings = {"bootstrap_servers": config.bootstrap_servers.split(",")}
     unsupported = []
     for key, value in config.kafka_properties.items():
         name = key.replace(".", "_")
         if name in client_class.DEFAULT_CONFIG:
-            settings[name] = value
+            settings[name] = _typed(client_class.DEFAULT_CONFIG[name], value)
         elif (translated := _translated(key, value, config.kafka_properties)) is not None:
             settings.update(translated)
+        elif any(name in other.DEFAULT_CONFIG for other in (KafkaAdminClient, KafkaConsumer, KafkaProducer)):
+            continue  # another client's setting (delivery.timeout.ms is the producer's): as a Java client, this one leaves it
         else:
             unsupported.append(key)
     if unsupported:
@@ -90,13 +105,44 @@ def admin(config: Config, **overrides) -> KafkaAdminClient:
 
 
 def producer(config: Config, **overrides) -> KafkaProducer:
-    defaults = {"acks": "all", "linger_ms": 5}
+    # Idempotence (with acks=all): a batch the client retries after a lost response or a broker's
+    # restart is written once and in its order; kafka-python retries until delivery_timeout_ms.
+    defaults = {"acks": "all", "enable_idempotence": True, "linger_ms": 5}
     return KafkaProducer(**{**defaults, **python_client_settings(config, KafkaProducer), **overrides})
 
 
 def consumer(config: Config, *topics: str, **overrides) -> KafkaConsumer:
     defaults = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "isolation_level": READ_ISOLATION}
     return KafkaConsumer(*topics, **{**defaults, **python_client_settings(config, KafkaConsumer), **overrides})
+
+
+def committed_records(config: Config, topic: str, quiet_s: float = 30.0) -> int:
+    """How many committed records `topic` holds now: read (read_committed) up to its end offsets and
+    counted. End offsets alone over-count a topic written in transactions (every commit or abort marker
+    takes an offset, as do aborted records); for a topic written by a plain producer they are equal.
+    KafkaError if a partition's position stops short of its end for `quiet_s`."""
+    client = consumer(config)
+    try:
+        partitions = [TopicPartition(topic, p) for p in client.partitions_for_topic(topic) or ()]
+        if not partitions:
+            raise KafkaError(f"no topic {topic} on {config.bootstrap_servers}")
+        client.assign(partitions)
+        client.seek_to_beginning(*partitions)
+        end = client.end_offsets(partitions)
+        count, deadline = 0, time.monotonic() + quiet_s
+        pending = {tp for tp in partitions if client.position(tp) < end[tp]}
+        while pending:
+            batches = client.poll(timeout_ms=1000)
+            for tp, records in batches.items():
+                count += sum(1 for r in records if r.offset < end[tp])
+            if batches:
+                deadline = time.monotonic() + quiet_s
+            elif time.monotonic() > deadline:
+                raise KafkaError(f"{topic}: no records for {quiet_s:g} s before the end offsets {end}")
+            pending = {tp for tp in pending if client.position(tp) < end[tp]}
+        return count
+    finally:
+        client.close()
 
 
 def broker_ready(config: Config) -> bool:

@@ -179,21 +179,16 @@ def cmd_sql(args) -> None:
 def cmd_policy(args) -> None:
     """Validate a policy file and publish it to the policy topic, keyed by its name, as the decision
     jobs read it: the next window of every job is decided under it."""
-    from connectors.kafka import producer
     from stormwatch import catalog
     from stormwatch.policy import default_file
     from stormwatch.policy import load as load_policy
+    from stormwatch.replay import send
 
     config = load(args.config)
     path = Path(args.file) if args.file else default_file(config)
     policy = load_policy(path)
     topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
-    client = producer(config)
-    try:
-        client.send(topic, json.dumps(policy.raw, sort_keys=True).encode(), key=policy.name.encode())
-        client.flush()
-    finally:
-        client.close()
+    send(config, [(topic, policy.name.encode(), json.dumps(policy.raw, sort_keys=True).encode())], {topic}, total=1)
     print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}")
 
 
@@ -288,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from connectors.kafka import KafkaSettingError
+    from stormwatch.replay import DeliveryError
     from stormwatch.runtime.processes import ServiceError
 
     argv = sys.argv[1:] if argv is None else argv
@@ -297,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args.job_args = argv[cut + 1 :]
     try:
         args.func(args)
-    except (ConfigError, ServiceError, KafkaSettingError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, ServiceError, KafkaSettingError, DeliveryError, FileNotFoundError, ValueError) as e:
         print(f"stormwatch: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

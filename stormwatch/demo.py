@@ -18,12 +18,13 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from connectors.kafka import consumer, create_topics, producer
+from connectors.kafka import consumer, create_topics
 from stormwatch import catalog
 from stormwatch.config import PROJECT_ROOT, Config
 from stormwatch.dashboard import DIM, DashboardState, Style, page, text_table
 from stormwatch.policy import default_file
 from stormwatch.policy import load as load_policy
+from stormwatch.replay import DeliveryError, send
 from stormwatch.runtime.kafka_broker import KafkaBroker
 from stormwatch.tail_format import format_record
 from stormwatch.traffic.schedule import Schedule, load_schedule
@@ -140,21 +141,25 @@ def _traffic_once_reading(config: Config, schedule: Schedule, rate: float, seed:
         if stop.is_set():
             return
     say("the span path reads (a bad message reached the dead letters): the traffic starts now")
-    generate(config, schedule, rate, None, seed, stop=stop)
+    try:
+        generate(config, schedule, rate, None, seed, stop=stop)
+    except DeliveryError as e:
+        say(f"the traffic stopped: {e}")
 
 
 def _send_bad_messages(config: Config, topic: str, stop: threading.Event) -> None:
     """A message that is not OTLP now and every BAD_MESSAGE_EVERY_S: its dead letter also shows that
     the span path is reading."""
-    client = producer(config)
-    try:
+    def every_interval():
         while True:
-            client.send(topic, b'{"resourceSpans": "not a list"}')
-            client.flush()
+            yield topic, None, b'{"resourceSpans": "not a list"}'
             if stop.wait(BAD_MESSAGE_EVERY_S):
-                break
-    finally:
-        client.close()
+                return
+
+    try:
+        send(config, every_interval(), {topic})
+    except DeliveryError as e:
+        say(f"the bad messages stopped: {e}")
 
 
 def _serve_page(config: Config, state: DashboardState, lock: threading.Lock, style: Style) -> ThreadingHTTPServer:

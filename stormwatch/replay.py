@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
+
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from connectors.kafka import producer, require_topics
 from stormwatch.config import Config
@@ -172,33 +176,140 @@ def render_progress(messages: int, spans: int, total: int | None, width: int = 3
     return f"[{'#' * filled}{'-' * (width - filled)}] {done:4.0%} {counts}"
 
 
+class DeliveryError(RuntimeError):
+    """Records the broker did not acknowledge: how many, and why (the first message of each error). A
+    record that expired while its request was under way may have been written all the same."""
+
+    def __init__(self, delivered: int, failures: Counter[str], reasons: dict[str, str], total: int | None) -> None:
+        self.delivered, self.failures, self.total = delivered, failures, total
+        failed = sum(failures.values())
+        why = "; ".join(f"{n:,} {reasons[name]}" for name, n in failures.most_common())
+        if total is None:
+            head = f"{failed:,} record(s) not delivered to Kafka, and none sent after the first ({delivered:,} delivered)"
+        else:
+            head = (f"{total - delivered:,} of {total:,} record(s) not delivered to Kafka ({delivered:,} delivered, "
+                    f"{failed:,} failed, {total - delivered - failed:,} not sent after the first failure)")
+        super().__init__(f"{head}: {why or 'unacknowledged'}")
+
+
+class Delivery:
+    """The accounting of the records handed to a producer, kept by the futures' callbacks: acknowledged,
+    failed (by error), and the bytes not yet acknowledged. kafka-python's buffer has no bound, and a record
+    that waits in it longer than delivery_timeout_ms expires: `admit` makes a producer that outruns the
+    broker wait until the unacknowledged bytes fit under `in_flight_bytes` instead."""
+
+    def __init__(self, in_flight_bytes: int, on_acked: Callable[[int], None] | None = None) -> None:
+        self.in_flight_bytes, self.on_acked = in_flight_bytes, on_acked
+        self.sent = self.acked = self.unacked_bytes = 0
+        self.failures: Counter[str] = Counter()
+        self.reasons: dict[str, str] = {}  # an example message per error name
+        self._changed = threading.Condition()
+
+    def admit(self, size: int, stall_s: float | None = None) -> bool:
+        """Wait until `size` more bytes may be in flight (one record always may); False once a record
+        failed, or nothing was answered for `stall_s`: nothing more is sent, so what was delivered has
+        no gap after which more came."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.failures or self.unacked_bytes == 0
+                                          or self.unacked_bytes + size <= self.in_flight_bytes, stall_s):
+                return False
+            if self.failures:
+                return False
+            self.sent += 1
+            self.unacked_bytes += size
+            return True
+
+    def ack(self, index: int, size: int, _metadata=None) -> None:
+        with self._changed:
+            self.acked += 1
+            self.unacked_bytes -= size
+            if self.on_acked:
+                self.on_acked(index)
+            self._changed.notify_all()
+
+    def fail(self, size: int, error: Exception) -> None:
+        with self._changed:
+            name, text = type(error).__name__, str(error)
+            self.failures[name] += 1
+            self.reasons.setdefault(name, text if text.startswith(name) else f"{name}: {text}".rstrip(": "))
+            self.unacked_bytes -= size
+            self._changed.notify_all()
+
+    def settle(self, total: int | None = None, stall_s: float | None = None, wait: bool = True) -> int:
+        """Once every sent record was acknowledged or failed (those still unanswered after `stall_s`, or
+        now if not `wait`, count as failed): the count delivered, or DeliveryError."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.acked + sum(self.failures.values()) == self.sent,
+                                   stall_s if wait else 0)
+            if unanswered := self.sent - self.acked - sum(self.failures.values()):
+                self.failures["Unanswered"] += unanswered
+                self.reasons["Unanswered"] = f"Unanswered: the client stalled, no answer within {stall_s:g} s"
+            if self.failures:
+                raise DeliveryError(self.acked, self.failures, self.reasons, total)
+            return self.acked
+
+
+def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partition: int | None = None,
+            on_acked: Callable[[int], None] | None = None, total: int | None = None,
+            in_flight_bytes: int | None = None) -> int:
+    """Produce (topic, key, value) records with `client` (a KafkaProducer), `on_acked(i)` as the i-th is
+    acknowledged; returns the count once all are, or raises DeliveryError naming how many were not
+    (`total`: how many `records` holds, if known) and why. The client retries what is retriable, as its
+    settings say (retries, delivery_timeout_ms, enable_idempotence). Unacknowledged bytes stay under
+    `in_flight_bytes`, by default what the client may have on the wire to a broker at once.
+
+    The client answers every record within delivery_timeout_ms; kafka-python 3.0.12 can stall instead
+    (an idempotent producer whose batches expired while the broker was away): no answer for that plus
+    request_timeout_ms counts what is unanswered as not delivered."""
+    settings = client.config
+    if in_flight_bytes is None:
+        in_flight_bytes = settings["max_request_size"] * settings["max_in_flight_requests_per_connection"]
+    stall_s = (settings["delivery_timeout_ms"] + settings["request_timeout_ms"]) / 1000
+    delivery = Delivery(in_flight_bytes, on_acked)
+    for index, (topic, key, value) in enumerate(records):
+        size = len(value) + len(key or b"")
+        if not delivery.admit(size, stall_s):
+            break
+        try:
+            future = client.send(topic, value, key=key, partition=partition)
+        except KafkaError as e:  # no metadata within max_block_ms, a record over max_request_size
+            delivery.fail(size, e)
+            break
+        future.add_callback(delivery.ack, index, size).add_errback(delivery.fail, size)
+    try:
+        client.flush(timeout=stall_s)
+    except KafkaTimeoutError:  # stalled: what is unanswered now stays so
+        return delivery.settle(total, stall_s, wait=False)
+    return delivery.settle(total, stall_s)
+
+
 def send(config: Config, records: Iterable[tuple[str, bytes | None, bytes]], topics: set[str],
-         partition: int | None = None, on_sent: Callable[[int], None] | None = None) -> int:
-    """Produce (topic, key, value) records to `topics` (to one partition if given: a bounded replay that
-    must keep its order), wait until the broker acknowledged all of them; returns the count."""
+         partition: int | None = None, on_acked: Callable[[int], None] | None = None, total: int | None = None) -> int:
+    """`deliver` the records to `topics` (to one partition if given: a bounded replay that must keep its
+    order) with a producer of the configuration."""
     require_topics(config, topics)
     client = producer(config)
-    count = 0
     try:
-        for topic, key, value in records:
-            client.send(topic, value, key=key, partition=partition)
-            count += 1
-            if on_sent:
-                on_sent(count)
-        client.flush()
-    finally:
-        client.close()
+        count = deliver(client, records, partition, on_acked, total)
+    except BaseException:
+        try:
+            client.close(timeout=0)  # what it still holds was counted as not delivered, or the error says enough
+        except KafkaTimeoutError:  # a stalled client: its sender thread is a daemon, left behind
+            client._closed = True  # or its __del__ would wait for it forever
+        raise
+    client.close()
     return count
 
 
 def produce(config: Config, topic: str, messages: Iterable[bytes], partition: int | None = None) -> int:
-    """Send every message to `topic`; returns the count."""
-    return send(config, ((topic, None, m) for m in messages), {topic}, partition)
+    """Send every message to `topic`; returns the count delivered, or raises DeliveryError."""
+    total = len(messages) if isinstance(messages, Sized) else None
+    return send(config, ((topic, None, m) for m in messages), {topic}, partition, total=total)
 
 
 @dataclass(frozen=True)
 class ReplaySummary:
-    messages: int
+    messages: int  # all delivered: a failure raises DeliveryError instead
     spans: int
     event_span_s: float  # from the first span's end to the last's
     wall_s: float
@@ -206,7 +317,8 @@ class ReplaySummary:
     def line(self, topic: str, speed: float | None) -> str:
         pace = "as fast as possible" if speed is None else "at the original pace" if speed == 1 else f"at {speed:g}x"
         return (f"replayed {self.spans:,} spans in {self.messages:,} message(s) to {topic} {pace}: "
-                f"{self.event_span_s:.1f} s of event time in {self.wall_s:.1f} s")
+                f"{self.event_span_s:.1f} s of event time in {self.wall_s:.1f} s; "
+                f"{self.messages:,} delivered, 0 failed")
 
 
 def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto", batch_ms: int | None = 1000,
@@ -224,16 +336,18 @@ def replay(config: Config, paths: Iterable[Path], topic: str, fmt: str = "auto",
     spans = [sum(1 for _ in _spans(r)) for r in requests]
     bar = Progress(len(requests))
     started = time.monotonic()
-    sent_spans = 0
+    acked = acked_spans = 0
 
-    def on_sent(count: int) -> None:
-        nonlocal sent_spans
-        sent_spans += spans[count - 1]
-        bar.update(count, sent_spans, force=count == len(requests))
+    def on_acked(index: int) -> None:
+        nonlocal acked, acked_spans
+        acked += 1
+        acked_spans += spans[index]
+        bar.update(acked, acked_spans, force=acked == len(requests))
 
     items = paced(range(len(requests)), lambda i: ends[i], speed)
     try:
-        count = send(config, ((topic, None, encode_request(requests[i])) for i in items), {topic}, on_sent=on_sent)
+        count = send(config, ((topic, None, encode_request(requests[i])) for i in items), {topic},
+                     on_acked=on_acked, total=len(requests))
     finally:
         bar.close()
     event_span_s = (max(ends) - first_end(requests)) / 1e9 if sum(spans) else 0.0

@@ -27,13 +27,15 @@ from stormwatch.traffic.stream import MetricsFormat, Output, outputs
 
 @dataclass
 class Sent:
+    """What the broker acknowledged (a record that failed raises DeliveryError instead)."""
+
     span_messages: int = 0
     spans: int = 0
     metrics_messages: int = 0
 
     def line(self) -> str:
-        return (f"sent {self.spans:,} spans in {self.span_messages:,} message(s) "
-                f"and {self.metrics_messages:,} metrics message(s)")
+        return (f"delivered {self.spans:,} spans in {self.span_messages:,} message(s) "
+                f"and {self.metrics_messages:,} metrics message(s), 0 failed")
 
 
 def generator_for(config: Config, schedule: Schedule, seed: int, start_unix_nano: int,
@@ -72,14 +74,21 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
                 return
             yield output
 
-    def counted(output: Output) -> tuple[str, bytes | None, bytes]:
+    unacked: dict[int, Output] = {}  # by the record's index, until the broker acknowledged it
+
+    def counted(index: int, output: Output) -> tuple[str, bytes | None, bytes]:
+        unacked[index] = output
+        key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
+        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode)(output.value)
+
+    def on_acked(index: int) -> None:
+        output = unacked.pop(index)
         if output.kind == "spans":
             sent.span_messages += 1
             sent.spans += output.spans
         else:
             sent.metrics_messages += 1
-        key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
-        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode)(output.value)
 
-    send(config, (counted(o) for o in records()), {topics['spans']} | ({topics['metrics']} if metrics_format else set()))
+    send(config, (counted(i, o) for i, o in enumerate(records())),
+         {topics['spans']} | ({topics['metrics']} if metrics_format else set()), on_acked=on_acked)
     return sent

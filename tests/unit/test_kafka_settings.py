@@ -1,5 +1,5 @@
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 
 from connectors.kafka import KafkaSettingError, python_client_settings, table_options
 from stormwatch.config import Config
@@ -25,6 +25,14 @@ def test_quotes_in_values_cannot_break_out_of_the_sql_literal():
 def test_python_clients_get_the_same_settings_under_kafka_python_names():
     settings = python_client_settings(_config({"security.protocol": "SSL", "ssl.cafile": "/ca.pem"}), KafkaProducer)
     assert settings == {"bootstrap_servers": ["b1:9092", "b2:9092"], "security_protocol": "SSL", "ssl_cafile": "/ca.pem"}
+
+
+def test_producer_settings_reach_the_producer_as_numbers_and_are_left_by_the_other_clients():
+    properties = {"delivery.timeout.ms": "5000", "retries": "10", "enable.idempotence": "true", "acks": "all"}
+    assert python_client_settings(_config(properties), KafkaProducer) == {
+        "bootstrap_servers": ["b1:9092", "b2:9092"], "delivery_timeout_ms": 5000, "retries": 10,
+        "enable_idempotence": True, "acks": "all"}
+    assert python_client_settings(_config(properties), KafkaAdminClient) == {"bootstrap_servers": ["b1:9092", "b2:9092"]}
 
 
 def test_a_setting_kafka_python_cannot_honour_is_an_error_not_silently_dropped():
