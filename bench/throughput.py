@@ -239,17 +239,17 @@ def run_live(config: Config, cluster: FlinkCluster, label: str, job_id: str, dat
     stopped = False
     try:
         while not samples or samples[-1][1] < data.spans:
-            state = cluster.job(job_id)["state"]
-            if state not in ("INITIALIZING", "CREATED", "RUNNING"):
-                raise SystemExit(f"{label}: job {job_id} is {state} before reading its input; see "
-                                 f"{cluster.home / 'log'}")
             if time.monotonic() - began > timeout_s:
                 raise SystemExit(f"{label}: job {job_id} has not read its input after {timeout_s:.0f} s")
             try:
+                state = cluster.job(job_id)["state"]
                 read = messages_read(cluster, job_id, data.topic)
             except OSError as e:  # the REST API slow to answer on a loaded machine: no sample this time
                 print(f"{label}: no sample ({e})", flush=True)
-                read = None
+                state, read = "RUNNING", None
+            if state not in ("INITIALIZING", "CREATED", "RUNNING"):
+                raise SystemExit(f"{label}: job {job_id} is {state} before reading its input (a restart would "
+                                 f"read again); see {cluster.home / 'log'}")
             if read is not None:
                 samples.append((time.monotonic() - began, data.spans_read(read)))
                 print(f"{label}: {samples[-1][0]:6.1f} s  {samples[-1][1]:>10,} / {data.spans:,} spans", flush=True)
@@ -432,7 +432,10 @@ def report(config, cluster, command, job, data: Input, passthrough: Run, chain: 
         "messages": data.messages,
         "bytes": data.bytes,
         "date": now,
+        "window": {"from": WINDOW[0], "to": WINDOW[1], "min_seconds": MIN_WINDOW_S, "too_little_work": short},
         "windows": {run.label: run.window.__dict__ if run.window else None for run in (passthrough, chain)},
+        # (seconds since submission, spans read), every sample: how steady the steady state was.
+        "samples": {run.label: [(round(t, 2), n) for t, n in run.samples] for run in (passthrough, chain)},
         "checks": [{"check": what, "ok": ok} for what, ok in checks],
     }
     return lines, figures
