@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/, beside this file)
-from topology_throughput import BENCH_CONFIG  # noqa: E402
+from throughput import BENCH_CONFIG  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, delete_topics, producer  # noqa: E402
 from stormwatch import catalog  # noqa: E402

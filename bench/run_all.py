@@ -26,7 +26,7 @@ import results_file  # noqa: E402  (bench/, beside this file)
 RESULTS = ROOT / "bench" / "results"
 # (script, arguments of the full run, arguments of a --quick run), in the order they run.
 BENCHMARKS = [
-    ("topology_throughput.py", [], ["--spans", "20000"]),
+    ("throughput.py", [], ["--spans", "20000"]),
     ("growth.py", [], ["--spans", "5000"]),
     ("live_pipeline.py", [], ["--minutes", "4"]),
     ("pareto_front.py", [], ["--repetitions", "3"]),
@@ -48,6 +48,8 @@ def main(argv: list[str]) -> None:
     for script, full, quick in BENCHMARKS:
         result = folder / f"{Path(script).stem}.md"
         bench_command = [sys.executable, str(ROOT / "bench" / script), *(quick if args.quick else full), "--out", str(result)]
+        if script == "throughput.py":  # its figures as JSON too, beside its results file
+            bench_command += ["--json", str(result.with_suffix(".json"))]
         print(f"== {' '.join(bench_command)}", flush=True)
         began, load_before = time.monotonic(), os.getloadavg()[0]
         code = subprocess.call(bench_command, cwd=ROOT)

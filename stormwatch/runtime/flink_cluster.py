@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -184,6 +185,17 @@ class FlinkCluster:
         """The job's checkpoint statistics as the web UI shows them: `counts` (completed, failed,
         restored...) and `latest` (the last completed one, its state size...)."""
         return self._rest("GET", f"/jobs/{job_id}/checkpoints")
+
+    def job(self, job_id: str) -> dict:
+        """The job's details: its state, and its vertices (id, name, parallelism, status)."""
+        return self._rest("GET", f"/jobs/{job_id}")
+
+    def metrics(self, job_id: str, names: list[str] | None = None, vertex_id: str | None = None) -> list[dict]:
+        """The job's metrics, or a vertex's aggregated over its subtasks (min, max, sum, avg): the ids
+        there are without `names`, their values with. As fresh as metrics.fetcher.update-interval."""
+        path = f"/jobs/{job_id}" + (f"/vertices/{vertex_id}/subtasks" if vertex_id else "") + "/metrics"
+        query = "" if names is None else "?get=" + urllib.parse.quote(",".join(names))
+        return self._rest("GET", path + query)
 
     def _rest(self, method: str, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode()
