@@ -103,7 +103,7 @@ def test_health_records_score_every_window_or_say_insufficient_data(storm):
 @pytest.fixture(scope="module")
 def trainticket(config, kafka, flink_cluster):
     """Every labelled TrainTicket file through the chain: {label file: (label, service health records
-    inside the file's time span, breaker decisions inside it)}."""
+    inside the file's time span, breaker decisions inside it, retry decisions inside it)}."""
     labels = sorted(json.loads((SHARED_DATA / "labels.json").read_text()), key=lambda l: l["file"])
     suffix = uuid.uuid4().hex[:8]
     names = {role: f"test_{role}_{suffix}" for role in ROLES}
@@ -113,6 +113,7 @@ def trainticket(config, kafka, flink_cluster):
     run_chain(config, names)
     health = [r for r in read_topic(config, names["health"], 1, timeout=60) if r["entity"]["kind"] == "service"]
     breakers = read_topic(config, names["breaker_decisions"], 0, timeout=20)
+    retries = read_topic(config, names["retry_decisions"], 1, timeout=20)
     out = {}
     for label in labels:
         spans = spans_of_file(SHARED_DATA / label["file"])
@@ -121,7 +122,7 @@ def trainticket(config, kafka, flink_cluster):
         def inside(records, begin_ms=begin_ms, end_ms=end_ms):
             return [r for r in records if begin_ms <= r["window_start_ms"] and r["window_end_ms"] <= end_ms]
 
-        out[label["file"]] = (label, inside(health), inside(breakers))
+        out[label["file"]] = (label, inside(health), inside(breakers), inside(retries))
     return out
 
 
@@ -137,29 +138,15 @@ def test_current_health_and_breakers_answer_through_the_sql_client(storm, tmp_pa
 
 
 def test_trainticket_baseline_opens_no_breaker(trainticket):
-    ((label, health, breakers),) = [v for v in trainticket.values() if v[0].get("fault_free")]
-    assert any(r["status"] == "OK" for r in health)
+    ((label, health, breakers, retries),) = [v for v in trainticket.values() if v[0].get("fault_free")]
+    # Breaker decisions are published on a change only, so an empty list proves nothing by itself.
+    # First: the breakers were stepped with windows that could open them (a score and at least
+    # breaker.min_calls calls), many of them, and the retry gates (each entity's first is always
+    # published) report the breaker state they were computed with.
+    judged = [r for r in health if r["score"] is not None and r["inputs"]["calls"] >= POLICY.breaker.min_calls]
+    assert len(judged) >= 20 and len({r["entity"]["service"] for r in judged}) >= 5, len(judged)
+    assert retries and {d["breaker_state"] for d in retries} == {"CLOSED"}, {d["breaker_state"] for d in retries}
     assert not [b for b in breakers if b["state"] in ("OPEN", "FORCED_OPEN")]
-
-
-@pytest.mark.xfail(strict=False, reason=(
-    "Not reachable with the issue's formula on this data (bench/results/health_localisation.md): the injected "
-    "services answer fewer than health.min_calls calls a window, and even at min_calls 3, or with each "
-    "service's own (self) time as its latency, services with background errors and the gateway, whose latency "
-    "holds every call below it, score lower than a latency fault costs. The suspects ranking, against each "
-    "service's own baseline, is what singles out the fault's service."))
-@pytest.mark.parametrize("file", [l["file"] for l in json.loads((SHARED_DATA / "labels.json").read_text())
-                                  if not l.get("fault_free")])
-def test_trainticket_injected_service_scores_lowest_after_its_fault(trainticket, file):
-    label, health, _ = trainticket[file]
-    root = label["root_cause_service"]
-    windows: dict[int, dict[str, float]] = {}
-    for r in health:
-        if r["score"] is not None and r["window_start_ms"] >= label["inject_unix_nano"] // 10**6:
-            windows.setdefault(r["window_end_ms"], {})[r["entity"]["service"]] = r["score"]
-    lowest = [w for w, scores in windows.items()
-              if root in scores and scores[root] < min(v for s, v in scores.items() if s != root)]
-    assert lowest, (file, root)
 
 
 def test_a_published_policy_is_stamped_on_decisions_and_an_invalid_one_is_dead_lettered(config, topics_for,

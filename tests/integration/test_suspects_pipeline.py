@@ -1,13 +1,16 @@
 """The whole chain on real faults, through the real Kafka and Flink: spans, which ranks suspects in its
-own job graph. After the fault-free baseline minute, the injected service ranks first once its fault
-shows, and nothing is flagged in the baseline itself."""
+own job graph (and the suspects job, which re-ranks the same windows from their topics). After the
+fault-free baseline minute, the injected service ranks first in every window after its label (the one
+fault whose errors end before its label is a strict xfail), and nothing is flagged in the baseline itself."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
+from connectors.kafka import create_topics
 from stormwatch.replay import collector_batches, otlp_json_lines, produce
 from stormwatch.runtime.flink_cluster import FlinkCluster
 from tests.conftest import read_topic, stormwatch
@@ -18,28 +21,33 @@ pytestmark = pytest.mark.integration
 
 ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances",
          "suspects", "topology_snapshots", "edge_events")
-# A fault takes a while to show in what its service does: judged from this long after the label on
-# (the same allowance as tests/unit/test_suspects.py, which explains it).
-ONSET_MS = 30_000
-# Whose errors stop before the labelled time: nothing in the data after the label points at it.
+LABELS = sorted(json.loads((SHARED_DATA / "labels.json").read_text()), key=lambda l: l["file"])  # event-time order
+# Judged are the windows wholly after the labelled injection (they start at or after it): the same
+# rule as tests/unit/test_suspects.py, which explains why there is no further allowance.
+# Whose errors stop 32 s before the labelled time: nothing in the data after the label points at it.
 NOT_VISIBLE_AFTER_LABEL = {"2023-01-29_1004.otlp.jsonl"}
 
 
-def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, topics_for, tmp_path):
-    labels = json.loads((SHARED_DATA / "labels.json").read_text())
-    files = sorted(labels, key=lambda l: l["file"])  # names are their start times: event-time order
-    names = topics_for(ROLES)
-    messages = [m for label in files for m in collector_batches(otlp_json_lines(SHARED_DATA / label["file"]))]
+@pytest.fixture(scope="module")
+def chain(config, kafka):
+    """Every labelled file through spans, once for the module: (topic names, suspects by window start,
+    each window's ranked records). The suspects job then re-ranks the same windows from their topics
+    and must reach the same verdicts."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {role: f"test_{role}_{suffix}" for role in ROLES}
+    create_topics(config, {name: {"partitions": 2} for name in names.values()})
+    messages = [m for label in LABELS for m in collector_batches(otlp_json_lines(SHARED_DATA / label["file"]))]
     produce(config, names["source"], messages, partition=0)
     args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
     # The span path ranks each window in its own job graph, as it closes.
     result = stormwatch("run", "spans", "--", "--group-id", f"spans-{names['source']}", *args, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-
     suspects = read_topic(config, names["suspects"], 1, timeout=60)
-    assert_valid("stormwatch_suspects", suspects)
     # The suspects job re-ranks the same windows from their topics: the same verdicts.
-    again = {**names, **topics_for(("suspects", "topology_snapshots", "edge_events", "dead_letters"))}
+    again = {**names, **{role: f"test_{role}_again_{suffix}"
+                         for role in ("suspects", "topology_snapshots", "edge_events", "dead_letters")}}
+    create_topics(config, {again[role]: {"partitions": 2}
+                           for role in ("suspects", "topology_snapshots", "edge_events", "dead_letters")})
     result = stormwatch("run", "suspects", "--", "--bounded", "--group-id", f"suspects-{names['source']}",
                         *[f"--topic={role}={name}" for role, name in again.items()], timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -51,24 +59,49 @@ def test_injected_services_rank_first_and_the_baseline_flags_nothing(config, top
         by_window.setdefault(s["window_start_ms"], []).append(s)
     for ranked in by_window.values():
         ranked.sort(key=lambda s: s["rank"])
+    return names, suspects, by_window
+
+
+def time_span_ms(label: dict) -> tuple[int, int]:
+    spans = spans_of_file(SHARED_DATA / label["file"])
+    return min(s.start for s in spans) // 10**6, max(s.end for s in spans) // 10**6
+
+
+def inside(by_window: dict[int, list[dict]], label: dict) -> dict[int, list[dict]]:
+    """The windows wholly inside the label's file."""
+    begin_ms, end_ms = time_span_ms(label)
+    return {w: r for w, r in by_window.items() if begin_ms <= w and r[0]["window_end_ms"] <= end_ms}
+
+
+def test_the_baseline_flags_nothing(chain):
+    _, suspects, by_window = chain
+    assert_valid("stormwatch_suspects", suspects)
+    for ranked in by_window.values():
         assert [s["rank"] for s in ranked] == list(range(1, len(ranked) + 1))
+    ((label,),) = [[l] for l in LABELS if l.get("fault_free")]
+    begin_ms, end_ms = time_span_ms(label)
+    # Its second half: the first taught the ranker what normal is.
+    judged = [r for w, r in inside(by_window, label).items() if w >= (begin_ms + end_ms) // 2]
+    assert len(judged) >= 2 and not [s for r in judged for s in r if s["flagged"]]
 
-    for label in files:
-        spans = spans_of_file(SHARED_DATA / label["file"])
-        begin_ms, end_ms = min(s.start for s in spans) // 10**6, max(s.end for s in spans) // 10**6
-        inside = {w: r for w, r in by_window.items() if begin_ms <= w and r[0]["window_end_ms"] <= end_ms}
-        if label.get("fault_free"):
-            # Its second half: the first taught the ranker what normal is.
-            judged = [r for w, r in inside.items() if w >= (begin_ms + end_ms) // 2]
-            assert judged and not [s for r in judged for s in r if s["flagged"]]
-        elif label["file"] not in NOT_VISIBLE_AFTER_LABEL:
-            root = label["root_cause_service"]
-            after = {w: r for w, r in inside.items()
-                     if w >= label["inject_unix_nano"] // 10**6 + ONSET_MS and any(s["service"] == root for s in r)}
-            assert after, label["file"]
-            firsts = {w: r[0]["service"] for w, r in after.items()}
-            assert set(firsts.values()) == {root}, (label["file"], firsts)
 
+@pytest.mark.parametrize("label", [
+    pytest.param(l, id=f"{l['fault_type']}-{l['file'].split('.')[0]}",
+                 marks=[pytest.mark.xfail(strict=True, reason="fault not visible after its label")]
+                 if l["file"] in NOT_VISIBLE_AFTER_LABEL else [])
+    for l in LABELS if not l.get("fault_free")])
+def test_the_injected_service_ranks_first_in_every_window_after_the_label(chain, label):
+    _, _, by_window = chain
+    root = label["root_cause_service"]
+    after = {w: r for w, r in inside(by_window, label).items()
+             if w >= label["inject_unix_nano"] // 10**6 and any(s["service"] == root for s in r)}
+    assert after, label["file"]
+    firsts = {w: r[0]["service"] for w, r in after.items()}
+    assert set(firsts.values()) == {root}, (label["file"], firsts)
+
+
+def test_stragglers_snapshots_edge_events_and_the_views(chain, config, tmp_path):
+    names, _, by_window = chain
     # A window's records that came after it was ranked are dead letters, never a second verdict.
     stragglers = read_topic(config, names["dead_letters"], 0, timeout=5)
     assert_valid("stormwatch_dead_letters", stragglers)

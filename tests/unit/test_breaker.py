@@ -150,11 +150,23 @@ def test_hysteresis_failure_rate_oscillating_around_the_open_threshold_never_clo
     assert run.state.open_wait_s == 120            # the wait grew to the cap instead of flapping
 
 
-def test_hysteresis_closed_breaker_between_the_thresholds_does_not_flap():
-    run = Run(policy())
-    for i in range(50):
-        run.window(failures=25 if i % 2 else 45, score=0.35 if i % 2 else 0.45)
-    assert not any(s.changed for s in run.steps)
+def test_hysteresis_a_score_dipping_below_the_open_threshold_opens_once_and_does_not_flap():
+    # One window in a hundred below open_below_score (0.25 < 0.3), the others between the thresholds
+    # (0.3 <= 0.35 < close_above_score 0.4): no failures, so the probes pass every time.
+    def transitions(pol):
+        run = Run(pol)
+        for i in range(600):
+            run.window(score=0.25 if i % 100 == 0 else 0.35)
+        return [(s.previous, s.state.state) for s in run.steps if s.previous != s.state.state]
+
+    moves = transitions(policy())
+    # Opened by the first dip; every recovery then fails on the 0.35 windows (not healthy) and
+    # re-opens, so the breaker never closes again.
+    assert moves.count(("CLOSED", "OPEN")) == 1 and ("GRADUAL_RECOVERY", "CLOSED") not in moves
+    assert moves.count(("GRADUAL_RECOVERY", "OPEN")) >= 5
+    # Without hysteresis the same windows close the breaker and open it again on every dip.
+    flapping = transitions(policy(close_above_score=0.3))
+    assert flapping.count(("GRADUAL_RECOVERY", "CLOSED")) == flapping.count(("CLOSED", "OPEN")) == 6
 
 
 def test_open_wait_grows_on_reopening_and_decays_in_healthy_closed_windows():

@@ -29,10 +29,22 @@ def test_proto_carries_the_hex_ids_as_bytes_and_everything_else_as_it_is():
 
 
 def test_every_real_trainticket_message_converts():
-    for line in list(otlp_json_lines(SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"))[:20]:
+    """Every message of the file, every resource, scope and span: ids, kind, times and status as in the JSON."""
+    messages = spans = 0
+    for line in otlp_json_lines(SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"):
         message = json.loads(line)
         request = ExportTraceServiceRequest.FromString(encode_proto(message))
-        assert len(request.resource_spans[0].scope_spans[0].spans) == len(message["resourceSpans"][0]["scopeSpans"][0]["spans"])
+        expected = [(rs["resource"]["attributes"][0]["value"]["stringValue"], s["traceId"], s["spanId"],
+                     s.get("parentSpanId", ""), s["kind"], int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"]),
+                     s.get("status", {}).get("code", 0))
+                    for rs in message["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+        got = [(rs.resource.attributes[0].value.string_value, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
+                s.kind, s.start_time_unix_nano, s.end_time_unix_nano, s.status.code)
+               for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert got == expected
+        messages, spans = messages + 1, spans + len(got)
+    # The file's whole content (its README and labels.json: 4890 spans).
+    assert spans == 4890 and messages > 20
 
 
 def test_the_encoding_is_chosen_by_its_collector_name():

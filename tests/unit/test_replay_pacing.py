@@ -170,8 +170,15 @@ def test_every_span_in_its_own_batch_when_batches_are_short():
 
 def test_collector_batches_are_the_encoded_batch_requests():
     messages = [encode(r) for r in REQUESTS]
-    assert list(collector_batches(messages, 1000, 2)) == [encode(r) for r in batch_requests(
-        [json.loads(m) for m in messages], 1000, 2)]
+    out = list(collector_batches(messages, 1000, 2))
+    assert all(isinstance(m, bytes) for m in out)
+    # Written out by hand (as for max_spans=2 above): one message per resource and scope per batch, each
+    # span exactly as it went in.
+    spans = {s["spanId"]: s for s in A + B + C}
+    assert [_flat(json.loads(m)) for m in out] == [
+        ("a", {}, [spans["a1"], spans["a2"]]), ("a", {}, [spans["a3"]]), ("b", {}, [spans["b1"]]),
+        ("a", {"name": "lib"}, [spans["c1"]]), ("a", {}, [spans["a4"], spans["a5"]]), ("b", {}, [spans["b2"]]),
+    ]
 
 
 @pytest.mark.parametrize(("messages", "spans", "total", "line"), [

@@ -66,7 +66,7 @@ def test_jittered_delays_stay_within_bounds(jitter):
 
 def test_at_100_percent_failure_retries_stay_within_the_budget():
     tiers = [{"min_score": 0.0, "max_retries": 3, "base_delay_ms": 0, "exponential": False}]
-    pol = RetryPolicy.from_dict({**DOC, "tiers": tiers})
+    pol = RetryPolicy.from_dict({**DOC, "tiers": tiers, "budget_ratio": 0.2, "min_retries_per_second": 5.0})
     window_s, requests = 30, 3000
     budget = RetryBudget(pol, start_s=0.0)
     retries = 0
@@ -77,9 +77,11 @@ def test_at_100_percent_failure_retries_stay_within_the_budget():
             if not budget.withdraw(now):
                 break
             retries += 1
-    bound = gate(0.0, "CLOSED", requests, window_s, pol).budget_retries
+    # By hand: budget_ratio · requests + min_retries_per_second · window = 0.2 · 3000 + 5 · 30.
+    bound = 750
     assert retries <= bound
-    assert retries >= 0.9 * bound            # the budget is used, not just respected
+    assert retries >= 0.99 * bound           # the budget is used, not just respected
+    assert gate(0.0, "CLOSED", requests, window_s, pol).budget_retries == bound   # and the gate says so
     assert retries < requests                # without it: 3 × requests
 
 

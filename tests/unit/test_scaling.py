@@ -383,13 +383,20 @@ def test_no_reversal_inside_the_stabilization_windows(seed):
     rng = random.Random(seed)
     pol = policy(scale_up_stabilization_seconds=60)
     run = Run(pol, rng.randrange(1, 40))
-    for _ in range(400):
-        run.window(*rng.choice([(), (50,), (80, 400), (200, 900), (300, 1500), (100, 3000)]))
+    # Load that holds for a random while (10 s to 7.5 min) before it changes: long enough for either
+    # window to pass now and then, so the run has direction changes (a new load every 10 s never
+    # outlasts the 300 s scale-down window, and the check below would have nothing to check).
+    slides = 0
+    while slides < 400:
+        load, hold = rng.choice([(), (50,), (80, 400), (200, 900), (300, 1500), (100, 3000)]), rng.randint(1, 45)
+        run.windows(hold, *load)
+        slides += hold
     changes = [(at, b["action"]) for at, b in run.bodies if b["action"] != "hold"]
-    for (t0, a0), (t1, a1) in zip(changes, changes[1:]):
-        if a0 != a1:
-            assert t1 - t0 >= 1000 * (pol.scale_down_stabilization_seconds if a1 == "scale_in"
-                                      else pol.scale_up_stabilization_seconds)
+    turns = [(t0, t1, a1) for (t0, a0), (t1, a1) in zip(changes, changes[1:]) if a0 != a1]
+    assert turns, changes
+    for t0, t1, a1 in turns:
+        assert t1 - t0 >= 1000 * (pol.scale_down_stabilization_seconds if a1 == "scale_in"
+                                  else pol.scale_up_stabilization_seconds), (t0, t1, a1)
 
 
 def test_replay_is_deterministic_and_the_state_pickles():

@@ -30,12 +30,27 @@ def test_statements_split_on_line_ending_semicolons_and_skip_comment_only_parts(
     assert parts == ["-- header\nCREATE TABLE a (x INT)", "INSERT INTO a SELECT 1"]
 
 
+# What a file's folder says its statements are.
+KINDS = {"tables": r"CREATE (TEMPORARY )?TABLE ", "sinks": r"CREATE (TEMPORARY )?TABLE ",
+         "views": r"CREATE (TEMPORARY )?VIEW ", "functions": r"CREATE (TEMPORARY )?(SYSTEM )?FUNCTION ",
+         "jobs": r"INSERT INTO "}
+
+
 def test_every_sql_file_renders_with_its_placeholders_supplied():
-    for path in sqlfiles.available():
+    paths = sqlfiles.available()
+    assert {p.relative_to(sqlfiles.SQL_DIR).parts[0] for p in paths} == set(KINDS) and len(paths) > 40
+    for path in paths:
         name = str(path.relative_to(sqlfiles.SQL_DIR).with_suffix(""))
         needed = set(re.findall(r"\$\{([a-z_][a-z0-9_]*)\}", path.read_text()))
         text = render(name, {n: "x" for n in needed})
-        assert statements(text), f"{name} has no statement"
+        parts = statements(text)
+        # One statement per code line that ends in `;`, counted here on the rendered text.
+        ends = [line for line in text.splitlines() if line.rstrip().endswith(";") and not line.lstrip().startswith("--")]
+        assert len(parts) == len(ends) >= 1, (name, len(parts), len(ends))
+        for part in parts:
+            code = "\n".join(line for line in part.splitlines() if not line.lstrip().startswith("--")).strip()
+            assert re.match(KINDS[name.split("/")[0]], code, re.IGNORECASE), (name, code[:80])
+            assert "${" not in part and not code.endswith(";"), (name, code[-80:])
 
 
 def test_cumulative_counts_become_one_bucket_sum_per_bound():

@@ -2,21 +2,24 @@
 
 Real-data criterion: a fresh ranker per fault file, primed on the fault-free file and the fault
 file's own pre-injection windows (tests.trace_windows.fault_verdicts); judged are the windows that
-start at or after the labelled injection, end at least ONSET_S after it, and hold a span of the
-root-cause service (a service without traffic cannot show anything). In *every* such window the
-root cause must rank first (20 s tumbling; 30 s sliding by 10 s) and be in the top 3 (10, 20, 30 s
-tumbling; 30/10 s sliding).
+lie wholly after the labelled injection (they start at or after it, so they end at least one window
+size after it) and hold a span of the root-cause service (a service without traffic cannot show
+anything). In *every* such window the root cause must rank first (20 s tumbling; 30 s sliding by
+10 s) and be in the top 3 (10, 20, 30 s tumbling; 30/10 s sliding); the fault-free file's second
+half, after a warm-up on its first, must flag nothing in every configuration.
 
-ONSET_S is there because a label is the time the injector started, not when the fault bites: in
-the CPU-contention file the root cause still serves a normal request 6.5 s after the label and is
-slow from 26 s on. It was set after looking at that file, and it also leaves out the one other
-window the ranker misses (10 s tumbling, 17-27 s after the return fault's label: 5th, behind
-ts-travel-service's errors). bench/rootcause_eval.py prints the rank in every post-injection
-window, those included.
+Why no allowance after the label beyond the window itself: a window that starts at the label holds
+only spans produced after the fault was injected, which is all the label tells us. How long a fault
+then takes to bite is a property of the fault and the traffic, not something a test can fix without
+reading it off the data (an earlier ONSET_S = 30 was set that way, and it dropped exactly the windows
+that fail). The windows the ranker gets wrong under this rule are counted as misses: the
+(fault, configuration) pairs below are strict xfails, each with what the data shows.
+bench/rootcause_eval.py prints the rank in every post-injection window.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import random
@@ -39,7 +42,6 @@ from tests.trace_windows import (
 
 WINDOW_MS = 20_000
 POLICY = SuspectPolicy()
-ONSET_S = 30
 
 # ---------------------------------------------------------------------------------------------
 # Hand-made windows: gateway -> order -> payment, gateway -> catalog; every gateway request calls
@@ -107,6 +109,7 @@ def test_normal_operation_with_background_errors_flags_nothing():
 
 def test_an_error_burst_ranks_its_service_first_and_its_failing_caller_is_explained():
     ranker, rng, _ = primed()
+    twin, twin_rng = copy.deepcopy(ranker), copy.deepcopy(rng)
     verdict = ranker.observe(*window(30, rng, errors={"payment": 8, "order": 4}))
     first, suspects = verdict.suspects[0], by_service(verdict)
     assert first.service == "payment" and first.flagged and first.confidence > 1 - POLICY.flag_alpha
@@ -114,11 +117,38 @@ def test_an_error_burst_ranks_its_service_first_and_its_failing_caller_is_explai
     assert first.evidence["explains"] == ["order"]
     order = suspects["order"]
     assert order.evidence["explained_by"] == ["payment"]
-    assert order.score == pytest.approx(order.evidence["surprise"]["error_origins"] * POLICY.explained_discount, abs=1e-3)
+    # Explained, order's score is half what the same errors score when nothing explains them: the same
+    # primed ranker and window, payment healthy (explained_discount = 0.5).
+    alone = by_service(twin.observe(*window(30, twin_rng, errors={"order": 4})))["order"]
+    assert alone.evidence["explained_by"] == [] and alone.score > 0
+    assert order.score == pytest.approx(0.5 * alone.score, abs=1e-6)   # scores carry 6 decimals
+
+
+def nb_upper_tail(k: int, r: float, p: float) -> float:
+    """P(K >= k) for K ~ NegativeBinomial(r, p), summing the pmf Γ(j+r)/(Γ(r) j!) p^r (1-p)^j term by term."""
+    return sum(math.exp(math.lgamma(j + r) - math.lgamma(r) - math.lgamma(j + 1) + r * math.log(p) + j * math.log(1 - p))
+               for j in range(k, 20 * k + 2000))
+
+
+def test_error_surprises_and_the_explained_discount_by_hand():
+    # A ranker that has seen nothing: every service's error baseline is the prior alone, Gamma with
+    # shape 0.1 around the prior rate 0.01 per span, i.e. 0.1 / 0.01 = 10 spans' worth. A window of 50
+    # spans then has the negative-binomial predictive NB(r = 0.1, p = 10 / (10 + 50)).
+    assert (POLICY.error_prior_shape, POLICY.error_prior_rate, POLICY.explained_discount) == (0.1, 0.01, 0.5)
+    payment_surprise = -math.log10(nb_upper_tail(40, 0.1, 10 / 60))     # 4.929
+    order_surprise = -math.log10(nb_upper_tail(20, 0.1, 10 / 60))       # 3.107: affected (>= 3)
+    verdict = SuspectRanker(POLICY).observe(*window(0, random.Random(1), errors={"payment": 40, "order": 20}))
+    suspects = by_service(verdict)
+    assert [s.service for s in verdict.suspects[:2]] == ["payment", "order"]
+    assert suspects["payment"].score == pytest.approx(payment_surprise, rel=1e-6)
+    # order's errors are explained by payment's, its callee: half its surprise.
+    assert suspects["order"].evidence["explained_by"] == ["payment"]
+    assert suspects["order"].score == pytest.approx(0.5 * order_surprise, rel=1e-6)
 
 
 def test_a_slow_callee_ranks_before_the_caller_it_slows_down():
     ranker, rng, _ = primed()
+    twin, twin_rng = copy.deepcopy(ranker), copy.deepcopy(rng)
     # payment's own processing 50x; order, waiting on it, also spends 20x its own time (retries).
     verdict = ranker.observe(*window(30, rng, slow={"payment": 50.0, "order": 20.0}))
     suspects = by_service(verdict)
@@ -127,8 +157,12 @@ def test_a_slow_callee_ranks_before_the_caller_it_slows_down():
     order = suspects["order"]
     assert order.evidence["surprise"]["own_time"] >= POLICY.affected_surprise
     assert order.evidence["explained_by"] == ["payment"]
-    assert order.score == pytest.approx(order.evidence["surprise"]["own_time"] * POLICY.explained_discount, abs=1e-3)
     assert "order" in suspects["payment"].evidence["explains"]
+    # The same primed ranker and window with payment at its normal speed: nothing explains order, and
+    # its score is twice the explained one (explained_discount = 0.5).
+    alone = by_service(twin.observe(*window(30, twin_rng, slow={"order": 20.0})))["order"]
+    assert alone.evidence["explained_by"] == [] and alone.score >= POLICY.affected_surprise
+    assert order.score == pytest.approx(0.5 * alone.score, abs=1e-6)   # scores carry 6 decimals
 
 
 def test_network_delay_inbound_gap_up_server_latency_flat_ranks_the_callee_first():
@@ -260,7 +294,27 @@ TOP1_CONFIGS = ["tumbling-20s", "sliding-30s-by-10s"]
 # starts to 32 s *before* the labelled injection; after it the service has no errors and its
 # latency looks like the fault-free file's, so no ranking can find it there.
 NOT_VISIBLE_AFTER_LABEL = {"2023-01-29_1004.otlp.jsonl"}
-
+# The CPU-contention fault has not bitten yet in the first window after its label: ts-contacts-service
+# serves a request in 10 ms 6.5 s after the label (as before it) and its next one, 26.3 s after, takes
+# 503 ms. A window holding only the normal request cannot single it out.
+NOT_YET_SLOW = "the root cause is not slow yet in the first window after the label (normal 10 ms request at +6.5 s, slow from +26.3 s)"
+MISSES = {
+    "top1": {
+        ("2023-01-29_1331.otlp.jsonl", "tumbling-20s"): NOT_YET_SLOW + ": 15th in the +6-26 s window",
+    },
+    "top3": {
+        ("2023-01-29_1331.otlp.jsonl", "tumbling-10s"): NOT_YET_SLOW + ": 11th in the +6-16 s window",
+        ("2023-01-29_1331.otlp.jsonl", "tumbling-20s"): NOT_YET_SLOW + ": 15th in the +6-26 s window",
+        ("2023-01-29_0903.otlp.jsonl", "tumbling-10s"): (
+            "5th in the +17-27 s window of the return fault, behind ts-travel-service's error origins and "
+            "three services' own-time or error surprises"),
+    },
+}
+FAULT_FREE_MISSES = {
+    "tumbling-30s": (
+        "the warm-up is three 30 s windows; in the window from 08:49:30 ts-travel2-service's error origins "
+        "(background errors) are flagged against it (score 5.0)"),
+}
 
 @pytest.fixture(scope="module")
 def windows():
@@ -280,16 +334,19 @@ def judged_ranks(windows, fault, config: str) -> list[int]:
     return [
         v.rank_of(fault.root_cause_service)
         for w, v in post
-        if w.end_ms >= fault.inject_ms + ONSET_S * 1000 and any(r.service == fault.root_cause_service and r.spans for r in w.services)
+        if any(r.service == fault.root_cause_service and r.spans for r in w.services)
     ]
 
 
-def fault_params(configs: list[str]):
-    return [
-        pytest.param(f, c, id=f"{f.fault_type}-{c}", marks=[pytest.mark.xfail(strict=True, reason="fault not visible after its label")] if f.path.name in NOT_VISIBLE_AFTER_LABEL else [])
-        for f in FAULTS
-        for c in configs
-    ]
+def fault_params(configs: list[str], misses: dict[tuple[str, str], str]):
+    def marks(f, c):
+        if f.path.name in NOT_VISIBLE_AFTER_LABEL:
+            return [pytest.mark.xfail(strict=True, reason="fault not visible after its label")]
+        if (f.path.name, c) in misses:
+            return [pytest.mark.xfail(strict=True, reason=misses[(f.path.name, c)])]
+        return []
+
+    return [pytest.param(f, c, id=f"{f.fault_type}-{c}", marks=marks(f, c)) for f in FAULTS for c in configs]
 
 
 def test_spans_are_deduplicated_and_each_counted_once_per_tumbling_window(windows):
@@ -313,19 +370,21 @@ def test_real_edges_into_a_service_add_up_to_its_inbound_calls_but_for_messaging
                 assert (calls, gap) == (r.inbound_calls, pytest.approx(r.inbound_gap_ms_total))
 
 
-@pytest.mark.parametrize(("fault", "config"), fault_params(TOP1_CONFIGS))
-def test_the_injected_service_ranks_first_after_the_onset(windows, fault, config):
+@pytest.mark.parametrize(("fault", "config"), fault_params(TOP1_CONFIGS, MISSES["top1"]))
+def test_the_injected_service_ranks_first_after_the_label(windows, fault, config):
     ranks = judged_ranks(windows, fault, config)
     assert ranks and all(r == 1 for r in ranks), ranks
 
 
-@pytest.mark.parametrize(("fault", "config"), fault_params(list(CONFIGS)))
-def test_the_injected_service_is_in_the_top_three_after_the_onset(windows, fault, config):
+@pytest.mark.parametrize(("fault", "config"), fault_params(list(CONFIGS), MISSES["top3"]))
+def test_the_injected_service_is_in_the_top_three_after_the_label(windows, fault, config):
     ranks = judged_ranks(windows, fault, config)
     assert ranks and all(r <= 3 for r in ranks), ranks
 
 
-@pytest.mark.parametrize("config", TOP1_CONFIGS)
+@pytest.mark.parametrize("config", [
+    pytest.param(c, marks=[pytest.mark.xfail(strict=True, reason=FAULT_FREE_MISSES[c])] if c in FAULT_FREE_MISSES else [])
+    for c in CONFIGS])
 def test_the_fault_free_file_flags_nothing_after_a_warm_up_on_its_first_half(windows, config):
     fault_free = windows(FAULT_FREE.path, config)
     ranker = SuspectRanker(POLICY)

@@ -183,17 +183,34 @@ def test_detect_refuses_other_json():
         detect({"spans": []})
 
 
+def _summary(request: dict) -> list[tuple[str, str, int, str]]:
+    """(service.name, spanId, kind, startTimeUnixNano) of each span of a request, in request order."""
+    return [(_attrs(rs["resource"])["service.name"]["stringValue"], s["spanId"], s["kind"], s["startTimeUnixNano"])
+            for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+# Written out from the documents above, not produced by the converters: one OTLP request per Zipkin
+# array or Jaeger document, one per Zipkin span on a line of its own; spans grouped by service.
+ZIPKIN_SPANS = [("frontend", "352bff9a74ca9ad2", 2, "1674982200000000000"),
+                ("frontend", "6b221d5bc9e6496c", 3, "1674982200000100000"),
+                ("orders", "bd7a977555f6b982", 2, "1674982200000200000"),
+                ("orders", "00000000000000a1", 1, "1674982200000300000")]
+JAEGER_SPANS = [("frontend", "1a2b3c4d5e6f7081", 2, "1674982200000000000"),
+                ("frontend", "000000000000003c", 1, "1674982200000120000"),
+                ("customer", "000000000000002b", 3, "1674982200000100000")]
+
+
 @pytest.mark.parametrize(("text", "expected"), [
-    (json.dumps(ZIPKIN, indent=2), [zipkin_to_otlp(ZIPKIN)]),
-    ("\n".join(json.dumps(s) for s in ZIPKIN), [zipkin_to_otlp([s]) for s in ZIPKIN]),
-    (json.dumps(JAEGER, indent=2), jaeger_to_otlp(JAEGER)),
-    (json.dumps(JAEGER) + "\n" + json.dumps(JAEGER) + "\n", jaeger_to_otlp(JAEGER) * 2),
+    (json.dumps(ZIPKIN, indent=2), [ZIPKIN_SPANS]),
+    ("\n".join(json.dumps(s) for s in ZIPKIN), [[span] for span in ZIPKIN_SPANS]),
+    (json.dumps(JAEGER, indent=2), [JAEGER_SPANS]),
+    (json.dumps(JAEGER) + "\n" + json.dumps(JAEGER) + "\n", [JAEGER_SPANS, JAEGER_SPANS]),
 ], ids=["zipkin-array", "zipkin-span-lines", "jaeger", "jaeger-lines"])
 def test_read_requests_detects_the_format_of_a_file(tmp_path, text, expected):
     path = tmp_path / "traces.json"
     path.write_text(text)
-    assert list(read_requests(path)) == expected
-    assert list(read_requests(path, "zipkin" if "traceId" in text else "jaeger")) == expected
+    assert [_summary(r) for r in read_requests(path)] == expected
+    assert [_summary(r) for r in read_requests(path, "zipkin" if "traceId" in text else "jaeger")] == expected
 
 
 def test_otlp_lines_pass_through_unchanged(tmp_path):
