@@ -47,15 +47,8 @@ FROM (
 INSERT INTO stormwatch_dead_letters
 SELECT * FROM trace_dead_letters;
 
--- Spans the decoder rejected (sql/views/otlp_spans_flat.sql), with the reason.
+-- Spans and messages the decoder rejected (sql/tables/otlp_spans.sql), with the reason.
 INSERT INTO stormwatch_dead_letters
-SELECT
-  '${source_topic}', kafka_partition, kafka_offset, reject_reason,
-  JSON_OBJECT(
-    'traceId' VALUE trace_id, 'spanId' VALUE span_id, 'parentSpanId' VALUE parent_span_id,
-    'serviceName' VALUE service_name, 'name' VALUE span_name,
-    'startTimeUnixNano' VALUE start_time_unix_nano, 'endTimeUnixNano' VALUE end_time_unix_nano
-  ),
-  'spans'
-FROM otlp_spans_flat
+SELECT '${source_topic}', kafka_partition, kafka_offset, reject_reason, dead_letter_payload, 'spans'
+FROM otlp_spans
 WHERE reject_reason IS NOT NULL;

@@ -6,5 +6,5 @@ SELECT
   trace_id, span_id, parent_span_id, service_name, service_instance_id, span_name, span_kind, status_code,
   COALESCE(peer_service, db_system, server_address, 'unknown') AS callee,
   links, start_time_unix_nano, end_time_unix_nano, kafka_partition, kafka_offset
-FROM otlp_spans_flat
+FROM otlp_spans
 WHERE reject_reason IS NULL;

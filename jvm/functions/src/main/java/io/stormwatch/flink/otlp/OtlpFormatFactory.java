@@ -93,7 +93,8 @@ public final class OtlpFormatFactory implements DeserializationFormatFactory {
 
     /** The table's physical columns must be exactly the rows this format makes. */
     static void checkColumns(DataType physical) {
-        if (!physical.getLogicalType().equals(SpanRows.ROW.getLogicalType())) {
+        // The row itself comes NOT NULL from the planner; its columns must be as declared here.
+        if (!physical.getLogicalType().copy(true).equals(SpanRows.ROW.getLogicalType())) {
             throw new ValidationException(String.format(Locale.ROOT,
                     "format 'otlp' makes rows of the physical columns%n  %s%nbut the table declares%n  %s%n"
                             + "(metadata and computed columns aside: declare exactly these, in this order)",
