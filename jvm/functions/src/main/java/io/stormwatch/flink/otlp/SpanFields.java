@@ -43,10 +43,15 @@ final class SpanFields {
         void offer(String key, String value) {
             if (key == null) return;
             for (int i = 0; i < keys.length; i++) {
-                if (!found[i] && keys[i].equals(key)) {
-                    found[i] = true;
-                    values[i] = value;
-                }
+                if (keys[i].equals(key)) offer(i, value);
+            }
+        }
+
+        /** The value of an attribute with the i-th key. */
+        void offer(int i, String value) {
+            if (!found[i]) {
+                found[i] = true;
+                values[i] = value;
             }
         }
 

@@ -442,6 +442,7 @@ class OtlpDecoderTest {
     @Test
     void theFactoryRefusesATableOfOtherColumnsSayingWhichItNeeds() {
         OtlpFormatFactory.checkColumns(SpanRows.ROW);
+        OtlpFormatFactory.checkColumns(SpanRows.ROW.notNull());  // as the planner hands it over
         ValidationException e = assertThrows(ValidationException.class, () -> OtlpFormatFactory.checkColumns(
                 DataTypes.ROW(DataTypes.FIELD("trace_id", DataTypes.STRING()))));
         assertTrue(e.getMessage().contains("dead_letter_payload"), e.getMessage());
