@@ -61,12 +61,11 @@ def raw_reader(config: Config, args: argparse.Namespace, table: str, topic: str,
     return load_statements(["tables/raw_messages"], {"raw_table": table, "raw_options": options})
 
 
-def undecodable_messages(variables: dict, raw_table: str, topic: str, otlp_array: str, job: str,
-                         encoding: str = "otlp_json") -> list[str]:
-    """The INSERT sending the messages of `raw_table` (of OTLP `topic`) that cannot be the topic's
-    `encoding` of the request holding `otlp_array` to the dead letters, each with its reason
-    (sql/jobs/not_otlp_json.sql, sql/jobs/not_otlp_proto.sql)."""
-    return load_statements([f"jobs/not_{encoding}"], {
+def undecodable_messages(variables: dict, raw_table: str, topic: str, otlp_array: str, job: str) -> list[str]:
+    """The INSERT sending the messages of `raw_table` (of OTLP JSON `topic`) that cannot be the OTLP JSON
+    request holding `otlp_array` to the dead letters, each with its reason (sql/jobs/not_otlp_json.sql).
+    Trace messages need none: the `otlp` format judges them as it decodes them (sql/tables/otlp_spans.sql)."""
+    return load_statements(["jobs/not_otlp_json"], {
         **variables, "raw_table": raw_table, "otlp_topic": topic, "otlp_array": otlp_array,
         "otlp_request": OTLP_REQUESTS[otlp_array], "job": job})
 

@@ -2,7 +2,7 @@
 latency stages, per-instance span figures and ranked root-cause suspects, in one job; spans it cannot
 use to the dead letters.
 
-Per-span work runs once, on the JVM: the messages are decoded and validated (sql/views/otlp_spans_flat.sql),
+Per-span work runs once, on the JVM: each message is decoded and its spans validated once (sql/tables/otlp_spans.sql),
 then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, jvm/functions/) holds
 a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seconds of event time and
 derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
@@ -20,8 +20,7 @@ from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
 from jobs import suspects
-from jobs.common import (Inserts, add_statements, define, parse_args, raw_reader, setup, source_options,
-                         undecodable_messages)
+from jobs.common import Inserts, add_statements, define, parse_args, setup, source_options
 from jobs.flatten_spans import tables as decoding_tables
 from stormwatch import catalog
 from stormwatch.flink_env import job_jars, stream_table_environment
@@ -75,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     # Each file once: the decoder's tables and the suspects' outputs share the dead letters.
-    define(t_env, load_statements(list(dict.fromkeys(decoding_tables(encoding) + OUTPUTS)), variables)
-           + raw_reader(config, args, "otlp_spans_raw", names["source"], f"{group}-raw"))
+    define(t_env, load_statements(list(dict.fromkeys(["functions/stormwatch_functions"] + decoding_tables(encoding)
+                                                     + OUTPUTS)), variables))
     define(t_env, load_statements(["views/trace_input"], variables))
     attach_trace_assembler(t_env, config, names["source"])
     define(t_env, load_statements(["views/trace_partials"], variables))
@@ -88,7 +87,6 @@ def main(argv: list[str] | None = None) -> None:
                               ("tumbling", tumbling, tumbling)):
         statements += load_statements(["jobs/spans_edges"], {**variables, "edge_window_kind": kind,
                                                              "edge_window_slide": slide, "edge_window_size": size})
-    statements += undecodable_messages(variables, "otlp_spans_raw", names["source"], "resourceSpans", JOB, encoding)
     add_statements(t_env, inserts, statements)
     # Service windows and sliding edges: one stream each, to their topics and, the moment a window
     # closes, to the suspects ranker in this job graph (no Kafka hop). Each window aggregate is

@@ -21,7 +21,7 @@ from tests.otlp_reference import spans_of_request
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 SPAN_ID = re.compile(r"^[0-9a-fA-F]{16}$")
-# What flatten_spans says of each broken field (sql/views/otlp_spans_flat.sql), as reason prefixes.
+# What flatten_spans says of each broken field (sql/tables/otlp_spans.sql, the `otlp` format), as reason prefixes.
 ID_REASON = {"traceId": "traceId", "spanId": "spanId", "parentSpanId": "parentSpanId is neither empty nor 16 hex"}
 TIME_REASON = "startTimeUnixNano or endTimeUnixNano missing, zero or not an integer"
 NOT_JSON = "not a JSON object"

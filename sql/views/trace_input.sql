@@ -8,9 +8,5 @@ SELECT
   trace_id, span_id, parent_span_id, service_name, service_instance_id, span_name, span_kind, status_code,
   COALESCE(peer_service, db_system, server_address, 'unknown') AS callee,
   links, start_time_unix_nano, end_time_unix_nano, kafka_partition, kafka_offset, reject_reason,
-  CASE WHEN reject_reason IS NOT NULL THEN JSON_OBJECT(
-    'traceId' VALUE trace_id, 'spanId' VALUE span_id, 'parentSpanId' VALUE parent_span_id,
-    'serviceName' VALUE service_name, 'name' VALUE span_name,
-    'startTimeUnixNano' VALUE start_time_unix_nano, 'endTimeUnixNano' VALUE end_time_unix_nano
-  ) END AS dead_letter_payload
-FROM otlp_spans_flat;
+  dead_letter_payload
+FROM otlp_spans;

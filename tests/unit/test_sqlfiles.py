@@ -20,9 +20,12 @@ def test_placeholders_are_filled_and_a_missing_one_names_file_and_placeholder():
         render("tables/stormwatch_dead_letters", {})
 
 
-def test_dollar_signs_in_regular_expressions_are_left_alone():
-    text = render("views/otlp_spans_flat", {"future_limit_seconds": 3600})
-    assert "'^[0-9a-fA-F]{32}$'" in text
+def test_dollar_signs_in_regular_expressions_are_left_alone(tmp_path, monkeypatch):
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "ids.sql").write_text("SELECT REGEXP(id, '^[0-9a-fA-F]{32}$') FROM t WHERE x < ${limit}\n")
+    monkeypatch.setattr(sqlfiles, "SQL_DIR", tmp_path)
+    text = render("views/ids", {"limit": 3600})
+    assert "'^[0-9a-fA-F]{32}$'" in text and "x < 3600" in text
 
 
 def test_statements_split_on_line_ending_semicolons_and_skip_comment_only_parts():
