@@ -59,7 +59,8 @@ def attach_trace_assembler(t_env, config, source_topic: str) -> None:
         int(float(topology["trace_quiet_seconds"]) * 1000), int(float(topology["max_follow_delay_seconds"]) * 1000),
         int(float(topology["trace_max_hold_seconds"]) * 1000), int(topology["window_slide_seconds"]) * 1000,
         java_bounds, source_topic, JOB,
-        int(float(spans["watermark_out_of_orderness_seconds"]) * 1000), int(float(spans["idle_timeout_seconds"]) * 1000))
+        # otlp_spans has its watermark (per Kafka partition, on the span's end): no second assigner.
+        -1, int(float(spans["idle_timeout_seconds"]) * 1000))
 
 
 def main(argv: list[str] | None = None) -> None:

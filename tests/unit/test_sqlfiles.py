@@ -36,7 +36,9 @@ def test_statements_split_on_line_ending_semicolons_and_skip_comment_only_parts(
 # What a file's folder says its statements are.
 KINDS = {"tables": r"CREATE (TEMPORARY )?TABLE ", "sinks": r"CREATE (TEMPORARY )?TABLE ",
          "views": r"CREATE (TEMPORARY )?VIEW ", "functions": r"CREATE (TEMPORARY )?(SYSTEM )?FUNCTION ",
-         "jobs": r"INSERT INTO "}
+         # A job's statements: INSERTs, or a view `*_out` of an output the job sends to more than one
+         # place (the span path: its topic and, in the same job graph, the suspects ranker).
+         "jobs": r"(INSERT INTO |CREATE TEMPORARY VIEW \w+_out AS)"}
 
 
 def test_every_sql_file_renders_with_its_placeholders_supplied():
