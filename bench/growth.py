@@ -5,7 +5,7 @@ Every shape is a synthetic call tree (`shaped_topology`): service i calls servic
 every trace visits every service, and each service does `stages` INTERNAL steps. A trace then has
 services SERVER spans, services - 1 CLIENT spans and services x stages INTERNAL spans. Each shape runs
 as the old whole-run throughput benchmark did: the same spans through Flink's raw Kafka -> Kafka
-passthrough (bench/passthrough.py) and through flatten_spans then topology, bounded, each job its own
+passthrough (bench/passthrough.py) and through the span path (`spans`), bounded, each job its own
 process on the benchmark's broker. Start-up is measured once, on a tiny input of the base shape, and
 subtracted from every run: wall-time figures, rougher than bench/throughput.py's steady-state rates.
 
@@ -37,7 +37,8 @@ from stormwatch.traffic.generator import Call, Instance, Service, Stage, Topolog
 DEFAULT_OUT = ROOT / "bench" / "results" / "growth.md"
 # Enough to pay every job's fixed cost (JVM, mini-cluster, Kafka metadata) and almost no work.
 TINY_SPANS = 1000
-CHAIN_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages")
+CHAIN_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
+               "span_instances", "suspects", "topology_snapshots", "edge_events")
 
 
 def timed(command: list[str], log: Path) -> float:
@@ -52,7 +53,7 @@ def timed(command: list[str], log: Path) -> float:
 
 
 class Run:
-    """One input on its own topics, through the passthrough and through the chain, each bounded."""
+    """One input on its own topics, through the passthrough and through the span path, each bounded."""
 
     def __init__(self, config: Config, label: str, messages: list[bytes], logs: Path) -> None:
         self.config, self.label, self.logs = config, label, logs
@@ -77,11 +78,7 @@ class Run:
                      self.logs / f"{self.label}-{job}.log")
 
     def measure(self) -> dict[str, float]:
-        times = {"passthrough": self.passthrough()}
-        for job in ("flatten_spans", "topology"):
-            times[job] = self.job(job)
-        times["chain"] = times["flatten_spans"] + times["topology"]
-        return times
+        return {"passthrough": self.passthrough(), "chain": self.job("spans")}
 
 
 @dataclass(frozen=True)
@@ -159,25 +156,24 @@ def report(config, command: str, tiny: dict[str, float], measured) -> list[str]:
         f"Kafka: the benchmark's broker ({config.bootstrap_servers}), topics of 2 partitions",
         f"- Input per shape: generated traces (seed {SEED}, {TRACE_RATE:g} traces/s of event time) of a binary call "
         "tree of HTTP services, every trace visiting every service; spans sorted by end time, at most 256 a message",
-        f"- Start-up subtracted: passthrough {tiny['passthrough']:.1f} s, flatten_spans {tiny['flatten_spans']:.1f} s, "
-        f"topology {tiny['topology']:.1f} s (the same jobs on {TINY_SPANS:,} spans of the base shape)",
+        f"- Start-up subtracted: passthrough {tiny['passthrough']:.1f} s, spans {tiny['chain']:.1f} s "
+        f"(the same jobs on {TINY_SPANS:,} spans of the base shape)",
         "",
-        "spans/s = input spans / (wall time − start-up). The chain is flatten_spans then topology, one after the "
-        "other; the ratio is chain throughput over passthrough throughput.",
+        "spans/s = input spans / (wall time − start-up). The chain is the span path, one job (`spans`); the "
+        "ratio is its throughput over the passthrough's.",
         "",
     ]
     for dimension, shapes in SHAPES.items():
         lines += [f"## Growth with {dimension}", "",
-                  "| services | instances each | spans per trace | spans | passthrough spans/s | flatten_spans spans/s "
-                  "| topology spans/s | chain spans/s | chain / passthrough |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| services | instances each | spans per trace | spans | passthrough spans/s "
+                  "| spans (the span path) spans/s | chain / passthrough |",
+                  "|---|---|---|---|---|---|---|"]
         for shape in shapes:
             n, t = measured[shape]
             fixed = {k: t[k] - tiny[k] for k in t}
             ratio = f"{fixed['passthrough'] / fixed['chain']:.3f}" if min(fixed.values()) > 0 else "n/a"
             lines.append(f"| {shape.services} | {shape.instances} | {shape.spans_per_trace} | {n:,} "
-                         f"| {rate(n, fixed['passthrough'])} | {rate(n, fixed['flatten_spans'])} "
-                         f"| {rate(n, fixed['topology'])} | {rate(n, fixed['chain'])} | {ratio} |")
+                         f"| {rate(n, fixed['passthrough'])} | {rate(n, fixed['chain'])} | {ratio} |")
         lines.append("")
     return lines
 

@@ -2,14 +2,16 @@
 after a window can close its records are on Kafka, how long after a fault its first decisions come, and
 the TaskManager's memory over the run.
 
-The benchmark's own broker and cluster (bench/stormwatch-bench.toml) run the five jobs
-(flatten_spans, topology, suspects, health, scaling) at parallelism 1 with a 5 s watermark, as a live
-deployment does. The configured topics are made anew, with `message.timestamp.type=LogAppendTime`, so
+The benchmark's own broker and cluster (bench/stormwatch-bench.toml) run the demo's jobs
+(stormwatch.demo.JOBS: spans, health, scaling) at parallelism 1 with a 5 s watermark, as a live
+deployment does, exactly-once or, with `--guarantee at-least-once`, at least once. The configured topics are made anew, with `message.timestamp.type=LogAppendTime`, so
 each record's Kafka timestamp is the moment the broker appended it. The traffic starts once every job
-is RUNNING and flatten_spans has dead-lettered a probe message, and is paced to the wall clock: its
-event time is the wall clock, so a window [start, end) can close at wall time end + out-of-orderness.
+is RUNNING and the span path has dead-lettered a probe message, and is paced to the wall clock: its
+event time is the wall clock, so a window [start, end) can close at wall time end + out-of-orderness +
+the trace quiet time (a trace ending at the window's end is assembled that long after).
 
-    .venv/bin/python bench/live_pipeline.py [--minutes 10] [--rate 20] [--out bench/results/live_pipeline.md]
+    .venv/bin/python bench/live_pipeline.py [--minutes 10] [--rate 20] [--guarantee at-least-once]
+        [--out bench/results/live_pipeline.md]
 """
 
 from __future__ import annotations
@@ -48,18 +50,19 @@ FAULTY = "llm-inference"
 SEED = 7
 SAMPLE_EVERY_S = 10.0
 # Outputs with window bounds, by topic role, in the order data flows through the jobs.
-WINDOWED = ["edges", "service_windows", "latency_stages", "error_breaks", "topology_snapshots", "suspects",
+WINDOWED = ["edges", "service_windows", "latency_stages", "error_breaks", "span_instances", "topology_snapshots", "suspects",
             "instance_windows", "health", "breaker_decisions", "retry_decisions", "pareto_fronts", "scaling_decisions"]
 TM_METRICS = ["Status.JVM.Memory.Heap.Used", "Status.JVM.Memory.NonHeap.Used", "Status.JVM.Memory.Direct.MemoryUsed",
               "Status.Flink.Memory.Managed.Used"]
 
 
-def live_config(bench: Config) -> Path:
+def live_config(bench: Config, guarantee: str) -> Path:
     """The benchmark's configuration for a live deployment: one slot per job, parallelism 1, 5 s watermark."""
     path = bench.runtime_dir / "live-pipeline.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"base = {json.dumps(str(bench.path))}\n[flink]\nparallelism = 1\ntaskmanager_slots = {len(JOBS)}\n"
-                    "[pipeline.spans]\nwatermark_out_of_orderness_seconds = 5\n")
+                    "[pipeline.spans]\nwatermark_out_of_orderness_seconds = 5\n"
+                    f"[pipeline.delivery]\nguarantee = {json.dumps(guarantee)}\n")
     return path
 
 
@@ -158,13 +161,13 @@ def submit_all(config: Config, cluster: FlinkCluster) -> list[str]:
 
 
 def await_flattening(config: Config, collector: Collector, source: str) -> None:
-    """A message that is not OTLP until its dead letter is back: flatten_spans then reads the topic."""
+    """A message that is not OTLP until its dead letter is back: the span path then reads the topic."""
     client = producer(config)
     try:
         deadline = time.monotonic() + 300
         while not collector.of("dead_letters"):
             if time.monotonic() > deadline:
-                raise SystemExit("flatten_spans dead-lettered no probe message in 300 s; see the cluster's logs")
+                raise SystemExit("the span path dead-lettered no probe message in 300 s; see the cluster's logs")
             client.send(source, b"probe: not OTLP")
             client.flush()
             time.sleep(5)
@@ -181,11 +184,13 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="minutes of live traffic")
     parser.add_argument("--rate", type=float, default=20.0, help="traces per second")
+    parser.add_argument("--guarantee", choices=("exactly-once", "at-least-once"), default="exactly-once",
+                        help="[pipeline.delivery] guarantee of every job")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
     args = parser.parse_args(argv)
     command = "cd /work/main && .venv/bin/python bench/live_pipeline.py" + "".join(f" {a}" for a in argv)
-    config = load(live_config(load(args.config)))
+    config = load(live_config(load(args.config), args.guarantee))
     names = catalog.topics(config)
     broker, cluster = KafkaBroker(config), FlinkCluster(config)
     started_broker, schedule = broker.pid() is None, load_schedule(SCHEDULE)
@@ -222,29 +227,34 @@ def main(argv: list[str]) -> None:
 
 def report(config, command, args, schedule, t0_ms, sent, collector: Collector, samples) -> list[str]:
     ooo_ms = int(config.get("pipeline", "spans", "watermark_out_of_orderness_seconds")) * 1000
+    quiet_ms = round(float(config.get("pipeline", "topology", "trace_quiet_seconds")) * 1000)
+    guarantee = config.get("pipeline", "delivery", "guarantee")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     [fault] = [f for f in schedule.faults if f.service == FAULTY]
     fault_ms, fault_end_ms = t0_ms + round(fault.start_s * 1000), t0_ms + round(fault.end_s * 1000)
     lines = results_file.heading("Live pipeline: decision latency, time to the first decision, TaskManager memory", command) + [
         f"- Date: {now}",
         f"- Flink: standalone cluster of the benchmark ({config.get('flink', 'taskmanager_memory')} TaskManager, "
-        f"{len(JOBS)} slots), jobs {', '.join(JOBS)} at parallelism 1, watermark {ooo_ms // 1000} s out of order",
+        f"{len(JOBS)} slots), jobs {', '.join(JOBS)} at parallelism 1, watermark {ooo_ms // 1000} s out of order, "
+        f"trace quiet time {quiet_ms} ms, delivery {guarantee}" + (
+            f" (checkpoint interval {config.section('flink', 'job_config').get('execution.checkpointing.interval')})" if guarantee == "exactly-once" else ""),
         f"- Traffic: {args.rate:g} traces/s for {args.minutes:g} min paced to the wall clock (seed {SEED}), "
         f"{sent.spans:,} spans in {sent.span_messages:,} messages and {sent.metrics_messages:,} metrics records; "
         f"schedule `{SCHEDULE}`: {FAULTY} faulty from {fault.start_s:g} s to {fault.end_s:g} s",
         "",
         "## Decision latency",
         "",
-        "From the moment a window can close (its end + the watermark's out-of-orderness, on the wall clock, "
-        "which live traffic's event time follows) to the broker's append time of the record (topics with "
-        "`message.timestamp.type=LogAppendTime`). A record downstream of another job includes that job's "
-        "latency: suspects come after topology, decisions after health, scaling after health's windows.",
+        "From the moment a window can close (its end + the watermark's out-of-orderness + the trace quiet "
+        "time, on the wall clock, which live traffic's event time follows) to the broker's append time of the "
+        "record (topics with `message.timestamp.type=LogAppendTime`). A record downstream of another job "
+        "includes that job's latency and its Kafka hop: health reads the span path's per-instance figures, "
+        "scaling health's instance windows. Exactly-once: a record is readable when its checkpoint commits.",
         "",
         "| output | records | p50 ms | p99 ms | max ms |",
         "|---|---|---|---|---|",
     ]
     for role in WINDOWED:
-        latencies = [t - (v["window_end_ms"] + ooo_ms) for t, v in collector.of(role) if "window_end_ms" in v]
+        latencies = [t - (v["window_end_ms"] + ooo_ms + quiet_ms) for t, v in collector.of(role) if "window_end_ms" in v]
         if latencies:
             lines.append(f"| {catalog.topics(config)[role]} | {len(latencies):,} | {percentile(latencies, 0.5):,.0f} "
                          f"| {percentile(latencies, 0.99):,.0f} | {max(latencies):,.0f} |")
