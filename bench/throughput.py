@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import heapq
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -47,11 +49,11 @@ import results_file  # noqa: E402  (bench/, beside this file)
 
 from kafka import TopicPartition  # noqa: E402
 
-from connectors.kafka import consumer, create_topics  # noqa: E402
+from connectors.kafka import consumer, create_topics, producer  # noqa: E402
 from stormwatch.cli import job_names  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.otlp_encoding import encoder  # noqa: E402
-from stormwatch.replay import produce  # noqa: E402
+from stormwatch.replay import deliver  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.runtime.processes import wait_until  # noqa: E402
@@ -65,8 +67,11 @@ SEED = 42
 TRACE_RATE = 100.0
 PARTITIONS = 2
 # The topics a job under test may write, each made fresh for the run.
-OUTPUT_ROLES = ("sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages")
+OUTPUT_ROLES = ("sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances",
+                "suspects", "topology_snapshots", "edge_events")
 SAMPLE_EVERY_S = 1.0
+# The Collector's batches, as the demo and the tests send them.
+MAX_SPANS_PER_MESSAGE = 256
 # The steady state: from this share of the input read to that one.
 WINDOW = (0.2, 0.8)
 # Less work than this in the window and one sample's staleness (up to a second) weighs too much.
@@ -79,15 +84,36 @@ OFFSET_METRIC = re.compile(r"^(?P<reader>.+)\.KafkaSourceReader\.topic\.(?P<topi
                            r"\.currentOffset$")
 
 
-def requests_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> list[dict]:
-    """At least `spans_wanted` spans in whole traces, as the Collector's ExportTraceServiceRequests."""
-    spans = []
+def request_chunks(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY,
+                   chunk_spans: int = 65_536) -> Iterator[list[dict]]:
+    """At least `spans_wanted` spans in whole traces, as the Collector's ExportTraceServiceRequests, in
+    chunks: every span in end-time order (ties in the order generated), at most MAX_SPANS_PER_MESSAGE a
+    message, the same messages as one sort of all spans would give. Streamed, so millions of spans fit in
+    memory: a trace's spans end no earlier than its root starts, and roots start in order, so a span
+    ending at or before the newest root's start can be sent."""
+    pending: list[tuple[int, int, object]] = []  # (end, order generated, span): a heap
+    ready, generated = [], 0
     for trace in TraceGenerator(seed=SEED, topology=topology).generate(TRACE_RATE):
-        spans.extend(trace)
-        if len(spans) >= spans_wanted:
+        root_start = min(s.start_unix_nano for s in trace)
+        for s in trace:
+            heapq.heappush(pending, (s.end_unix_nano, generated, s))
+            generated += 1
+        while pending and pending[0][0] <= root_start:
+            ready.append(heapq.heappop(pending)[2])
+        if len(ready) >= chunk_spans:
+            whole = len(ready) - len(ready) % MAX_SPANS_PER_MESSAGE
+            yield to_export_requests(ready[:whole], MAX_SPANS_PER_MESSAGE)
+            ready = ready[whole:]
+        if generated >= spans_wanted:
             break
-    spans.sort(key=lambda s: s.end_unix_nano)
-    return to_export_requests(spans)
+    ready += [heapq.heappop(pending)[2] for _ in range(len(pending))]
+    if ready:
+        yield to_export_requests(ready, MAX_SPANS_PER_MESSAGE)
+
+
+def requests_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> list[dict]:
+    """`request_chunks` as one list."""
+    return [r for chunk in request_chunks(spans_wanted, topology) for r in chunk]
 
 
 def spans_in(request: dict) -> int:
@@ -111,14 +137,15 @@ class Input:
     cumulative: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def of(cls, topic: str, messages: list[bytes], spans: list[int]) -> Input:
+    def of(cls, topic: str, sizes: list[int], spans: list[int]) -> Input:
+        """Message i of `sizes` bytes holding spans[i] spans, sent to partition i % PARTITIONS."""
         cumulative = []
         for p in range(PARTITIONS):
             sums = [0]
             for n in spans[p::PARTITIONS]:
                 sums.append(sums[-1] + n)
             cumulative.append(tuple(sums))
-        return cls(topic, len(messages), sum(map(len, messages)), tuple(cumulative))
+        return cls(topic, len(sizes), sum(sizes), tuple(cumulative))
 
     @property
     def spans(self) -> int:
@@ -132,16 +159,27 @@ class Input:
         return sum(c[max(0, min(read.get(p, 0), len(c) - 1))] for p, c in enumerate(self.cumulative))
 
 
-def write_input(config: Config, topic: str, messages: list[bytes], spans: list[int]) -> Input:
-    """Produce the input and check that the topic holds exactly it, or stop: nothing is timed on a
-    partial input. The producer is not transactional, so end offsets count records."""
-    data = Input.of(topic, messages, spans)
+def write_input(config: Config, topic: str, chunks: Iterable[tuple[list[bytes], list[int]]]) -> Input:
+    """Produce the input, chunk by chunk of (messages, the spans of each), message i to partition
+    i % PARTITIONS, and check that the topic holds exactly it, or stop: nothing is timed on a partial
+    input. The producer is not transactional, so end offsets count records."""
     create_topics(config, {topic: {"partitions": PARTITIONS}})
-    for p in range(PARTITIONS):
-        sent = messages[p::PARTITIONS]
-        delivered = produce(config, topic, sent, partition=p)
-        if delivered != len(sent):
-            raise SystemExit(f"input: produce() reports {delivered} of {len(sent)} messages delivered to {topic}[{p}]")
+    sizes: list[int] = []
+    spans: list[int] = []
+    client = producer(config)
+    try:
+        for messages, counts in chunks:
+            first = len(sizes)
+            sizes += map(len, messages)
+            spans += counts
+            for p in range(PARTITIONS):
+                sent = messages[(p - first) % PARTITIONS::PARTITIONS]
+                delivered = deliver(client, ((topic, None, m) for m in sent), partition=p, total=len(sent))
+                if delivered != len(sent):
+                    raise SystemExit(f"input: {delivered} of {len(sent)} messages delivered to {topic}[{p}]")
+    finally:
+        client.close()
+    data = Input.of(topic, sizes, spans)
     client = consumer(config)
     try:
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -305,15 +343,13 @@ def main(argv: list[str]) -> None:
     print(broker.start(), flush=True)
     try:
         print(cluster.start(), flush=True)
-        requests = requests_of(args.spans)
         encode_request = encoder(config.get("pipeline", "spans", "encoding"))
-        messages, spans = [encode_request(r) for r in requests], [spans_in(r) for r in requests]
-        del requests
+        chunks = (([encode_request(r) for r in requests], [spans_in(r) for r in requests])
+                  for requests in request_chunks(args.spans))
         suffix = uuid.uuid4().hex[:8]
-        data = write_input(config, f"bench_source_{suffix}", messages, spans)
+        data = write_input(config, f"bench_source_{suffix}", chunks)
         print(f"input: {data.spans:,} spans in {data.messages:,} messages, {data.bytes:,} bytes, per partition "
               f"{data.per_partition()}: verified", flush=True)
-        del messages
         outputs = {role: f"bench_{role}_{suffix}" for role in OUTPUT_ROLES}
         passthrough_sink = f"bench_passthrough_{suffix}"
         create_topics(config, {t: {"partitions": PARTITIONS} for t in [passthrough_sink, *outputs.values()]})
@@ -387,7 +423,7 @@ def report(config, cluster, command, job, data: Input, passthrough: Run, chain: 
         f"- Input: {data.spans:,} spans in {data.messages:,} OTLP messages "
         f"({config.get('pipeline', 'spans', 'encoding')}), {data.bytes:,} bytes (TraceGenerator seed {SEED}, "
         f"{TRACE_RATE:g} traces/s of event time, spans sorted by end time, at most 256 per message), message i "
-        f"to partition i % {PARTITIONS}; verified before timing: produce() delivered all, and the topic's offsets "
+        f"to partition i % {PARTITIONS}; verified before timing: every message acknowledged, and the topic's offsets "
         f"are 0 to {data.per_partition()}",
         "",
         "## Figures",

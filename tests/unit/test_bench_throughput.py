@@ -6,14 +6,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from throughput import Input, messages_read, steady  # noqa: E402
+from throughput import SEED, TRACE_RATE, Input, messages_read, request_chunks, steady  # noqa: E402
+
+from stormwatch.traffic.generator import TraceGenerator, to_export_requests  # noqa: E402
 
 TOPIC = "bench_source_ab12"
 
 
 def test_offsets_count_the_spans_of_the_messages_read_in_each_partition():
     # Message i goes to partition i % 2: partition 0 holds 256, 100, 10 spans; partition 1 256, 50.
-    data = Input.of(TOPIC, [b"x"] * 5, [256, 256, 100, 50, 10])
+    data = Input.of(TOPIC, [1] * 5, [256, 256, 100, 50, 10])
     assert data.spans == 672
     assert data.per_partition() == {0: 3, 1: 2}
     assert data.spans_read({0: 0, 1: 0}) == 0
@@ -67,3 +69,15 @@ def test_nothing_is_read_until_every_source_reports_every_partition():
     assert messages_read(FakeCluster({"spans": {0: 9, 1: 3}, "raw": {}}), "job", TOPIC) is None
     assert messages_read(FakeCluster({"spans": {0: 9, 1: 3}}), "job", "another_topic") is None
 
+
+
+def test_the_streamed_input_is_the_same_messages_as_one_sort_of_every_span():
+    chunks = list(request_chunks(5000, chunk_spans=600))
+    assert len(chunks) > 3, "streamed in several chunks"
+    spans = []
+    for trace in TraceGenerator(seed=SEED).generate(TRACE_RATE):
+        spans.extend(trace)
+        if len(spans) >= 5000:
+            break
+    spans.sort(key=lambda s: s.end_unix_nano)
+    assert [r for chunk in chunks for r in chunk] == to_export_requests(spans, 256)
