@@ -306,6 +306,29 @@ def run_live(config: Config, cluster: FlinkCluster, label: str, job_id: str, dat
     return Run(label, job_id, samples, restarts, (load_before, load_after), steady(samples, data.spans))
 
 
+def start_profile(cluster: FlinkCluster, folder: Path, job: str) -> Path:
+    """Java Flight Recorder on the TaskManager (profiling settings: a stack sample every 10-20 ms)."""
+    (pid,) = cluster.taskmanager_pids()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = (folder / f"{job}.jfr").resolve()
+    subprocess.run(["jcmd", str(pid), "JFR.start", "name=stormwatch-bench", "settings=profile", f"filename={path}"],
+                   check=True, capture_output=True)
+    return path
+
+
+def stop_profile(cluster: FlinkCluster, path: Path, command: str) -> None:
+    (pid,) = cluster.taskmanager_pids()
+    subprocess.run(["jcmd", str(pid), "JFR.stop", "name=stormwatch-bench"], check=True, capture_output=True)
+    import jfr_top  # bench/, beside this file
+
+    events = jfr_top.samples(path)
+    lines = results_file.heading(f"Where the TaskManager spent its time: {path.name}", command) + [
+        f"Java Flight Recorder (settings=profile) on the TaskManager from the job's submission to the end of its "
+        f"input; summary by `.venv/bin/python bench/jfr_top.py {path}`.", "",
+        "## Every thread", "", *jfr_top.summary(events)]
+    results_file.write(path.with_name(f"{path.stem}-profile.md"), lines)
+
+
 def machine() -> str:
     with open("/proc/cpuinfo") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
@@ -333,6 +356,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "throughput.md")
     parser.add_argument("--json", type=Path, default=RESULTS / "throughput.json")
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="record the TaskManager with Java Flight Recorder while the job under test runs: "
+                             "DIR/<job>.jfr and its hot code in DIR/<job>-profile.md (bench/jfr_top.py)")
     args = parser.parse_args(argv)
     if args.job not in job_names():
         raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_names())}")
@@ -361,7 +387,10 @@ def main(argv: list[str]) -> None:
         job_id = cluster.submit(ROOT / "jobs" / f"{args.job}.py", [
             "--config", str(config.path), "--from-earliest", "--group-id", f"bench-{args.job}-{suffix}",
             f"--topic=source={data.topic}", *(f"--topic={role}={name}" for role, name in outputs.items())])
+        recording = start_profile(cluster, args.profile, args.job) if args.profile else None
         chain = run_live(config, cluster, args.job, job_id, data, timeout_s)
+        if recording:
+            stop_profile(cluster, recording, command)
 
         counts = {role: committed(config, name)[0] for role, name in outputs.items()}
         copied = committed(config, passthrough_sink)
