@@ -24,7 +24,7 @@ def test_health_job_on_the_standalone_cluster_decides(config, topics_for, flink_
     names = topics_for(tuple(TOPIC_ROLES))
     spans = sorted((s for t in TraceGenerator(seed=5).generate(5.0, 150) for s in t), key=lambda s: s.end_unix_nano)
     produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
-    run_bounded(names, ["flatten_spans"])
+    run_bounded(names, ["spans"])  # health reads the span path's per-instance figures
 
     result = stormwatch("run", "health", "--cluster", "--", "--bounded", "--group-id", f"health-{names['source']}",
                         *[f"--topic={role}={name}" for role, name in names.items()])
