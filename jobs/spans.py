@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     # Each file once: the decoder's tables and the suspects' outputs share the dead letters.
-    define(t_env, load_statements(list(dict.fromkeys(["functions/stormwatch_functions"] + decoding_tables(encoding)
-                                                     + OUTPUTS)), variables))
+    decoding = [t for t in decoding_tables(encoding) if t != "tables/stormwatch_spans"]  # no flattened export here
+    define(t_env, load_statements(list(dict.fromkeys(["functions/stormwatch_functions"] + decoding + OUTPUTS)), variables))
     define(t_env, load_statements(["views/trace_input"], variables))
     attach_trace_assembler(t_env, config, names["source"])
     define(t_env, load_statements(["views/trace_partials"], variables))
