@@ -26,8 +26,6 @@ CREATE TEMPORARY TABLE stormwatch_spans (
   `end_time_unix_nano` BIGINT,
   `duration_ms` DOUBLE,
   `end_time` AS TO_TIMESTAMP_LTZ(`end_time_unix_nano` / 1000000, 3),
-  -- Arrival order, for keeping the first copy of a span exported twice (views/unique_spans.sql).
-  `arrival_time` AS PROCTIME(),
   `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
   `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
   WATERMARK FOR `end_time` AS `end_time` - ${watermark_out_of_orderness}
