@@ -1,23 +1,22 @@
-"""How the span chain's throughput grows with the shape of the traffic: services, instances per service
+"""How the span path's throughput grows with the shape of the traffic: services, instances per service
 and spans per trace, each varied from one base shape while the others stay put.
 
 Every shape is a synthetic call tree (`shaped_topology`): service i calls services 2i+1 and 2i+2, so
 every trace visits every service, and each service does `stages` INTERNAL steps. A trace then has
-services SERVER spans, services - 1 CLIENT spans and services x stages INTERNAL spans. Each shape runs
-as the old whole-run throughput benchmark did: the same spans through Flink's raw Kafka -> Kafka
-passthrough (bench/passthrough.py) and through the span path (`spans`), bounded, each job its own
-process on the benchmark's broker. Start-up is measured once, on a tiny input of the base shape, and
-subtracted from every run: wall-time figures, rougher than bench/throughput.py's steady-state rates.
+services SERVER spans, services - 1 CLIENT spans and services x stages INTERNAL spans. Each shape is
+measured as bench/throughput.py measures (its functions, not a copy): the input streamed to a fresh
+2-partition topic and verified, then Flink's raw Kafka -> Kafka passthrough (bench/passthrough.py) and
+the span path (`spans`) live on the benchmark's standalone cluster, one after the other, each rate
+sampled from the sources' Kafka offsets over 20-80 % of the input (no start-up estimate subtracted).
+A window under 20 s is flagged: give more --spans.
 
-    .venv/bin/python bench/growth.py [--spans 100000] [--out bench/results/growth.md]
+    .venv/bin/python bench/growth.py [--spans 2000000] [--out bench/results/growth.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,59 +25,42 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/, beside this file)
-from throughput import BENCH_CONFIG, SEED, TRACE_RATE, messages_of  # noqa: E402
+from throughput import (BENCH_CONFIG, MIN_WINDOW_S, OUTPUT_ROLES, PARTITIONS, SEED, TRACE_RATE, Run,  # noqa: E402
+                        request_chunks, run_live, spans_in, write_input)
 
-from connectors.kafka import create_topics  # noqa: E402
+from connectors.kafka import create_topics, delete_topics  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.replay import produce  # noqa: E402
+from stormwatch.otlp_encoding import encoder  # noqa: E402
+from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.traffic.generator import Call, Instance, Service, Stage, Topology  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "growth.md"
-# Enough to pay every job's fixed cost (JVM, mini-cluster, Kafka metadata) and almost no work.
-TINY_SPANS = 1000
-CHAIN_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
-               "span_instances", "suspects", "topology_snapshots", "edge_events")
 
 
-def timed(command: list[str], log: Path) -> float:
-    """Wall time of `command` from its start to its exit; its output goes to `log`."""
-    start = time.monotonic()
-    with log.open("w") as out:
-        code = subprocess.call(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    elapsed = time.monotonic() - start
-    if code != 0:
-        raise SystemExit(f"{' '.join(command)} exited with {code}; see {log}")
-    return elapsed
-
-
-class Run:
-    """One input on its own topics, through the passthrough and through the span path, each bounded."""
-
-    def __init__(self, config: Config, label: str, messages: list[bytes], logs: Path) -> None:
-        self.config, self.label, self.logs = config, label, logs
-        suffix = f"{label}_{uuid.uuid4().hex[:8]}"
-        self.names = {role: f"bench_{role}_{suffix}" for role in CHAIN_ROLES}
-        self.passthrough_sink = f"bench_passthrough_{suffix}"
-        create_topics(config, {n: {"partitions": 2} for n in [*self.names.values(), self.passthrough_sink]})
-        # No partition given: the producer spreads the messages over both partitions of the input.
-        sent = produce(config, self.names["source"], messages)
-        if sent != len(messages):
-            raise SystemExit(f"{label}: {sent} of {len(messages)} input messages delivered")
-
-    def passthrough(self) -> float:
-        return timed([sys.executable, str(ROOT / "bench" / "passthrough.py"), "--config", str(self.config.path),
-                      "--bounded", self.names["source"], self.passthrough_sink, f"passthrough-{self.passthrough_sink}"],
-                     self.logs / f"{self.label}-passthrough.log")
-
-    def job(self, job: str) -> float:
-        topics = [f"--topic={role}={name}" for role, name in self.names.items()]
-        return timed([sys.executable, "-m", "stormwatch.cli", "--config", str(self.config.path), "run", job, "--",
-                      "--bounded", "--group-id", f"{job}-{self.names['source']}", *topics],
-                     self.logs / f"{self.label}-{job}.log")
-
-    def measure(self) -> dict[str, float]:
-        return {"passthrough": self.passthrough(), "chain": self.job("spans")}
+def measure(config: Config, cluster: FlinkCluster, shape: "Shape", spans_wanted: int) -> tuple[int, Run, Run]:
+    """(spans in the input, the passthrough's run, the span path's run) on one shape's own topics,
+    which are deleted after."""
+    encode_request = encoder(config.get("pipeline", "spans", "encoding"))
+    chunks = (([encode_request(r) for r in requests], [spans_in(r) for r in requests])
+              for requests in request_chunks(spans_wanted, shaped_topology(shape)))
+    suffix = f"{shape.label}_{uuid.uuid4().hex[:8]}"
+    data = write_input(config, f"bench_source_{suffix}", chunks)
+    outputs = {role: f"bench_{role}_{suffix}" for role in OUTPUT_ROLES}
+    passthrough_sink = f"bench_passthrough_{suffix}"
+    create_topics(config, {t: {"partitions": PARTITIONS} for t in [passthrough_sink, *outputs.values()]})
+    try:
+        timeout_s = 600 + data.spans / 1000
+        job_id = cluster.submit(ROOT / "bench" / "passthrough.py", ["--config", str(config.path), data.topic,
+                                                                     passthrough_sink, f"bench-passthrough-{suffix}"])
+        passthrough = run_live(config, cluster, "passthrough", job_id, data, timeout_s)
+        job_id = cluster.submit(ROOT / "jobs" / "spans.py", [
+            "--config", str(config.path), "--from-earliest", "--group-id", f"bench-spans-{suffix}",
+            f"--topic=source={data.topic}", *(f"--topic={role}={name}" for role, name in outputs.items())])
+        chain = run_live(config, cluster, "spans", job_id, data, timeout_s)
+    finally:
+        delete_topics(config, {data.topic, passthrough_sink, *outputs.values()})
+    return data.spans, passthrough, chain
 
 
 @dataclass(frozen=True)
@@ -119,61 +101,61 @@ def shaped_topology(shape: Shape) -> Topology:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spans", type=int, default=100_000, help="spans per shape (whole traces, so a few more)")
+    parser.add_argument("--spans", type=int, default=2_000_000, help="spans per shape (whole traces, so a few more)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
     args = parser.parse_args(argv)
     config = load(args.config)
-    command = "cd /work/main && .venv/bin/python bench/growth.py" + "".join(f" {a}" for a in argv)
-
-    broker = KafkaBroker(config)
-    started = broker.pid() is None
+    command = f"cd {ROOT} && .venv/bin/python bench/growth.py" + "".join(f" {a}" for a in argv)
+    broker, cluster = KafkaBroker(config), FlinkCluster(config)
+    started_broker, started_cluster = broker.pid() is None, not cluster.pids()
     print(broker.start(), flush=True)
-    measured: dict[Shape, tuple[int, dict[str, float]]] = {}
+    measured: dict[Shape, tuple[int, Run, Run]] = {}
     try:
-        logs = config.runtime_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        tiny_messages, _ = messages_of(TINY_SPANS, shaped_topology(BASE))
-        tiny = Run(config, "growth-tiny", tiny_messages, logs).measure()
-        print(f"start-up (tiny input): {tiny}", flush=True)
+        print(cluster.start(), flush=True)
         for shape in dict.fromkeys(s for shapes in SHAPES.values() for s in shapes):
-            messages, n_spans = messages_of(args.spans, shaped_topology(shape))
-            times = Run(config, f"growth-{shape.label}", messages, logs).measure()
-            print(f"{shape}: {n_spans} spans, {times}", flush=True)
-            measured[shape] = (n_spans, times)
+            measured[shape] = measure(config, cluster, shape, args.spans)
+            n, passthrough, chain = measured[shape]
+            print(f"{shape}: {n:,} spans, passthrough {passthrough.window}, spans {chain.window}", flush=True)
     finally:
-        if started:
+        if started_cluster:
+            print(cluster.stop(), flush=True)
+        if started_broker:
             print(broker.stop(), flush=True)
-    results_file.write(args.out, report(config, command, tiny, measured))
+    results_file.write(args.out, report(config, command, measured))
 
 
-def report(config, command: str, tiny: dict[str, float], measured) -> list[str]:
-    def rate(n_spans: int, seconds: float) -> str:
-        return f"{n_spans / seconds:,.0f}" if seconds > 0 else "n/a"
+def report(config, command: str, measured) -> list[str]:
+    def rate(run: Run) -> str:
+        if run.window is None:
+            return "n/a"
+        short = " (short)" if run.window.seconds < MIN_WINDOW_S else ""
+        return f"{run.window.rate:,.0f}{short}"
 
-    lines = results_file.heading("Span chain throughput against the shape of the traffic", command) + [
-        f"- Flink: embedded mini-cluster per job, parallelism {config.get('flink', 'parallelism')}; "
-        f"Kafka: the benchmark's broker ({config.bootstrap_servers}), topics of 2 partitions",
+    lines = results_file.heading("Span path throughput against the shape of the traffic", command) + [
+        f"- Flink: the benchmark's standalone cluster, parallelism {config.get('flink', 'parallelism')}, live sources, "
+        f"delivery {config.get('pipeline', 'delivery', 'guarantee')}; Kafka: the benchmark's broker "
+        f"({config.bootstrap_servers}), topics of {PARTITIONS} partitions",
         f"- Input per shape: generated traces (seed {SEED}, {TRACE_RATE:g} traces/s of event time) of a binary call "
-        "tree of HTTP services, every trace visiting every service; spans sorted by end time, at most 256 a message",
-        f"- Start-up subtracted: passthrough {tiny['passthrough']:.1f} s, spans {tiny['chain']:.1f} s "
-        f"(the same jobs on {TINY_SPANS:,} spans of the base shape)",
+        "tree of HTTP services, every trace visiting every service; spans sorted by end time, at most 256 a message, "
+        f"in {config.get('pipeline', 'spans', 'encoding')}; verified on the topic before timing",
         "",
-        "spans/s = input spans / (wall time − start-up). The chain is the span path, one job (`spans`); the "
-        "ratio is its throughput over the passthrough's.",
+        "spans/s: steady state, from the sources' Kafka offsets between 20 % and 80 % of the input read "
+        f"(as bench/throughput.py); *(short)*: under {MIN_WINDOW_S:g} s in that window, too little work for a "
+        "firm figure. The ratio is the span path's rate over the passthrough's.",
         "",
     ]
     for dimension, shapes in SHAPES.items():
         lines += [f"## Growth with {dimension}", "",
                   "| services | instances each | spans per trace | spans | passthrough spans/s "
-                  "| spans (the span path) spans/s | chain / passthrough |",
+                  "| spans (the span path) spans/s | span path / passthrough |",
                   "|---|---|---|---|---|---|---|"]
         for shape in shapes:
-            n, t = measured[shape]
-            fixed = {k: t[k] - tiny[k] for k in t}
-            ratio = f"{fixed['passthrough'] / fixed['chain']:.3f}" if min(fixed.values()) > 0 else "n/a"
+            n, passthrough, chain = measured[shape]
+            ratio = (f"{chain.window.rate / passthrough.window.rate:.2f}"
+                     if chain.window and passthrough.window else "n/a")
             lines.append(f"| {shape.services} | {shape.instances} | {shape.spans_per_trace} | {n:,} "
-                         f"| {rate(n, fixed['passthrough'])} | {rate(n, fixed['chain'])} | {ratio} |")
+                         f"| {rate(passthrough)} | {rate(chain)} | {ratio} |")
         lines.append("")
     return lines
 

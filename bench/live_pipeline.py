@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT))
 import results_file  # noqa: E402  (bench/, beside this file)
 from throughput import BENCH_CONFIG  # noqa: E402
 
-from connectors.kafka import consumer, create_topics, delete_topics, producer  # noqa: E402
+from kafka import TopicPartition  # noqa: E402
+
+from connectors.kafka import admin, consumer, create_topics, delete_topics, producer  # noqa: E402
 from stormwatch import catalog  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.demo import JOBS  # noqa: E402
@@ -175,6 +177,34 @@ def await_flattening(config: Config, collector: Collector, source: str) -> None:
         client.close()
 
 
+def settle(collector: Collector, traffic_end_ms: int, config: Config, quiet_s: float = 30.0, cap_s: float = 600.0) -> None:
+    """Wait until the last windowed record is `quiet_s` old and the span path has written a window
+    ending within a window of the traffic's end, or `cap_s` passed."""
+    size_ms = int(config.get("pipeline", "topology", "window_size_seconds")) * 1000
+    deadline = time.monotonic() + cap_s
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        newest = max((t for role in WINDOWED for t, _ in collector.of(role)), default=0)
+        last_window = max((v.get("window_end_ms", 0) for _, v in collector.of("service_windows")), default=0)
+        if last_window >= traffic_end_ms - size_ms and time.time_ns() // 10**6 - newest > quiet_s * 1000:
+            return
+
+
+def source_read(config: Config, topic: str, group: str) -> tuple[int, int]:
+    """(records on the source topic, offsets the span path's group committed on it): equal when the
+    span path read everything sent. Flink commits its offsets to Kafka with each checkpoint."""
+    client = admin(config)
+    reader = consumer(config)
+    try:
+        partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
+        ends = reader.end_offsets(partitions)
+        committed = client.list_consumer_group_offsets(group)
+    finally:
+        reader.close()
+        client.close()
+    return sum(ends.values()), sum(o.offset for tp, o in committed.items() if tp.topic == topic and o.offset >= 0)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -210,12 +240,16 @@ def main(argv: list[str]) -> None:
         t0_ms = time.time_ns() // 10**6
         print(f"traffic: {args.rate:g} traces/s for {args.minutes:g} min, schedule {SCHEDULE}", flush=True)
         sent = generate(config, schedule, args.rate, args.minutes * 60, SEED)
-        time.sleep(60)  # windows that close on the last spans' watermark
+        end_ms = time.time_ns() // 10**6
+        # Until every job has written its last windows: the span path's and health's last windows close
+        # on the idle timeout's watermark, scaling's after health's; a cap, not a guess.
+        settle(collector, end_ms, config)
+        read = source_read(config, names["source"], config.get("pipeline", "topology", "consumer_group"))
         memory.stop.set()
         collector.stop.set()
         memory.join(timeout=30)
         collector.join(timeout=30)
-        lines = report(config, command, args, schedule, t0_ms, sent, collector, memory.samples)
+        lines = report(config, command, args, schedule, t0_ms, sent, collector, memory.samples, read)
         for job in jobs:
             cluster.cancel(job)
     finally:
@@ -225,7 +259,7 @@ def main(argv: list[str]) -> None:
     results_file.write(args.out, lines)
 
 
-def report(config, command, args, schedule, t0_ms, sent, collector: Collector, samples) -> list[str]:
+def report(config, command, args, schedule, t0_ms, sent, collector: Collector, samples, read) -> list[str]:
     ooo_ms = int(config.get("pipeline", "spans", "watermark_out_of_orderness_seconds")) * 1000
     quiet_ms = round(float(config.get("pipeline", "topology", "trace_quiet_seconds")) * 1000)
     guarantee = config.get("pipeline", "delivery", "guarantee")
@@ -290,6 +324,10 @@ def report(config, command, args, schedule, t0_ms, sent, collector: Collector, s
         f"| after the fault's end: breaker of {entity} CLOSED " + first(
             "breaker_decisions", lambda v: v["entity"]["key"] == entity and v["state"] == "CLOSED", fault_end_ms),
     ]
+    on_topic, committed = read
+    lines += ["", f"Input check: the source topic holds {on_topic:,} messages (the traffic's {sent.span_messages:,} and "
+              f"the probes); the span path's consumer group committed offsets for {committed:,}: "
+              + ("**all read**." if committed == on_topic else "**not all read** (the figures above miss some input).")]
     dead = Counter(str(v.get("reason", "?")).split(":")[0] for _, v in collector.of("dead_letters"))
     lines += ["", "Dead letters by reason: " + (", ".join(f"{r} {n}" for r, n in dead.most_common()) or "none") + ".",
               "", *memory_section(samples)]
