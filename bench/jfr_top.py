@@ -29,12 +29,12 @@ def samples(path: Path) -> list[dict]:
 
 def frame_name(frame: dict) -> tuple[str, str]:
     method = frame["method"]
-    cls = method["type"]["name"]
+    cls = method["type"]["name"].replace("/", ".")
     return cls, f"{cls}.{method['name']}"
 
 
 def summary(events: list[dict], top: int = 25, thread: str | None = None) -> list[str]:
-    selves, classes, threads = Counter(), Counter(), Counter()
+    selves, classes, threads, packages = Counter(), Counter(), Counter(), Counter()
     n = 0
     for event in events:
         name = (event["values"].get("sampledThread") or {}).get("javaName") or "?"
@@ -45,7 +45,9 @@ def summary(events: list[dict], top: int = 25, thread: str | None = None) -> lis
             continue
         n += 1
         threads[name.split(" (")[0]] += 1
-        selves[frame_name(frames[0])[1]] += 1
+        cls, method = frame_name(frames[0])
+        selves[method] += 1
+        packages[".".join(cls.split(".")[:4])] += 1
         classes.update({frame_name(f)[0] for f in frames})
     if not n:
         return ["no execution samples" + (f" on threads named like {thread!r}" if thread else "")]
@@ -55,7 +57,8 @@ def summary(events: list[dict], top: int = 25, thread: str | None = None) -> lis
                 *(f"| `{k}` | {v / n:.1%} |" for k, v in counts.most_common(top)), ""]
 
     return [f"{n:,} execution samples" + (f" on threads named like {thread!r}" if thread else ""), "",
-            *table("thread", threads), *table("method (self)", selves), *table("class (anywhere on the stack)", classes)]
+            *table("thread", threads), *table("package (self, first four parts)", packages),
+            *table("method (self)", selves), *table("class (anywhere on the stack)", classes)]
 
 
 def main(argv: list[str]) -> None:
