@@ -1,0 +1,82 @@
+"""How long `make demo` takes to show its first table: the demo (`stormwatch demo`, what `make demo`
+runs after bootstrapping) is started as a user starts it, each line of its output is timestamped, and
+the run ends at its first health table (or after --timeout seconds). Reported: from the command's
+start and from the last job's start ("job ... running") to the moment the span path reads (the traffic
+starts) and to the first table. A warm machine: bootstrap done, the broker's and Flink's files cached
+by an earlier run (run it twice; the second is the warm figure).
+
+    .venv/bin/python bench/demo_first_table.py [--timeout 300] [--out bench/results/demo_first_table.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import results_file  # noqa: E402  (bench/, beside this file)
+
+DEFAULT_OUT = ROOT / "bench" / "results" / "demo_first_table.md"
+FIRST_TABLE = "--- health window ending"
+
+
+def run(timeout_s: float) -> list[tuple[float, str]]:
+    """(seconds since the start, line) of the demo's output up to its first table."""
+    began = time.monotonic()
+    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "stormwatch"), "demo"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append((time.monotonic() - began, line.rstrip()))
+            if FIRST_TABLE in line or time.monotonic() - began > timeout_s:
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)  # the demo's own Ctrl-C: it stops its jobs and its broker
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    command = f"cd {ROOT} && .venv/bin/python bench/demo_first_table.py" + "".join(f" {a}" for a in argv)
+    lines = run(args.timeout)
+
+    def first(marker: str) -> float | None:
+        return next((t for t, line in lines if marker in line), None)
+
+    jobs = [t for t, line in lines if "running on the embedded Flink" in line]
+    reading, table = first("the span path reads"), first(FIRST_TABLE)
+
+    def since(t: float | None, origin: float | None) -> str:
+        return "not reached" if t is None or origin is None else f"{t - origin:.1f} s"
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = results_file.heading("`make demo`: time to the first table", command) + [
+        f"- Date: {now}; load average at the end {os.getloadavg()[0]:.1f}", "",
+        "| moment | from the command's start | from the last job's start |", "|---|---|---|",
+        f"| jobs started (the last `job ... running`) | {since(jobs[-1] if jobs else None, 0.0)} | 0 s |",
+        f"| the span path reads, traffic starts | {since(reading, 0.0)} | {since(reading, jobs[-1] if jobs else None)} |",
+        f"| first table | {since(table, 0.0)} | {since(table, jobs[-1] if jobs else None)} |", "",
+        "The demo's output up to there:", "", "```",
+        *(f"{t:6.1f} s  {line}" for t, line in lines if not line.startswith("dead letter")), "```"]
+    results_file.write(args.out, out)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
