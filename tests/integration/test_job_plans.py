@@ -36,8 +36,9 @@ def test_flatten_spans_decodes_each_message_once(monkeypatch):
 def test_the_span_path_decodes_once_and_pairs_no_span_through_a_join(monkeypatch):
     # The job is partly DataStream (the trace assembler, the suspects ranker) and partly a statement
     # set: both plans together are the job. One keyed operator per trace does what a deduplication and
-    # four interval joins did: none is planned. Each message is unnested once (resourceSpans ->
-    # scopeSpans -> spans), for spans and dead letters alike, and each output's window aggregate once.
+    # four interval joins did: none is planned. Each message is decoded once, as the topic is read (the
+    # `otlp` format: no UNNEST, one reader for spans and dead letters alike), and each output's window
+    # aggregate is planned once.
     plans = []
 
     def both(inserts, bounded):
@@ -51,7 +52,9 @@ def test_the_span_path_decodes_once_and_pairs_no_span_through_a_join(monkeypatch
     stream_nodes = re.findall(r'"type" : "([^"]*)"', stream)
     assert not [n for n in stream_nodes if "Join" in n or "Deduplicate" in n]
     assert "Join(" not in statements and "Deduplicate(" not in statements
-    assert sum(n.startswith("Correlate[") for n in stream_nodes) == 3 and "Correlate(" not in statements
+    assert not [n for n in stream_nodes if n.startswith("Correlate[")] and "Correlate(" not in statements
+    sources = [n for n in stream_nodes if n.startswith("Source: ") and "otlp_spans" in n]
+    assert len(sources) == 1 and "otlp_spans" not in statements, (sources, stream_nodes)
     assert [n for n in stream_nodes if n == "assemble traces"] == ["assemble traces"]
     # service windows, sliding and tumbling edges, error breaks, latency stages, span instances
     windows = sum(n.startswith("GlobalWindowAggregate[") for n in stream_nodes) + statements.count("GlobalWindowAggregate(")
