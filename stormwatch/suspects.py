@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 from scipy import special
 
+from stormwatch.trace_signals import ShapeEvidence, ShapeJudge, WindowShape
+
 # Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
 TINY_P = 1e-300
 ERRORS, OWN_TIME = "error_origins", "own_time"
@@ -115,6 +117,18 @@ class SuspectPolicy:
     latency_prior_windows: float = 20.0
     # Score multiplier of a service whose anomaly an affected callee explains.
     explained_discount: float = 0.5
+    # Shape signals (stormwatch/trace_signals.py), judged when the window's traces are given.
+    # Visits of an operation (traces of a request type) its latency baseline needs before it judges.
+    min_baseline_visits: float = 5.0
+    # Per-visit spread of log(1 + own ms) assumed before an operation has history, weighing this many visits.
+    visit_prior_scale: float = 0.5
+    visit_prior_n: float = 5.0
+    # Shares (visits of an operation that call a callee; traces of a request type that visit an
+    # operation): the weight of the Jeffreys prior, and the most a baseline may weigh, in trials.
+    share_prior_weight: float = 1.0
+    share_max_weight: float = 30.0
+    # Example trace ids kept per piece of evidence.
+    example_traces: int = 3
 
     @property
     def affected_surprise(self) -> float:
@@ -281,9 +295,13 @@ class SuspectRanker:
         self._population = _RateBaseline()
         self._graph = nx.DiGraph()
         self._last_start_ms: int | None = None
+        self._shape = ShapeJudge(self.policy)
 
-    def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow]) -> WindowVerdict:
-        """Ranks one window's services against the baselines, then adds the window to them."""
+    def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow], shape: WindowShape | None = None) -> WindowVerdict:
+        """Ranks one window's services against the baselines, then adds the window to them.
+
+        `shape`, the window's assembled traces, adds the shape signals (stormwatch/trace_signals.py)
+        to the local ones; without it the ranking is the aggregates' alone."""
         records = sorted(services, key=lambda r: r.service)
         bounds = {(r.window_start_ms, r.window_end_ms) for r in [*records, *edges]}
         if len(bounds) != 1 or len({r.service for r in records}) != len(records):
@@ -300,10 +318,21 @@ class SuspectRanker:
         pooled_rate = self._pooled_error_rate()
         measures = {r.service: _measures(r, outgoing_gap.get(r.service, 0.0)) for r in records}
         judged = {r.service: self._judge(r, measures[r.service], pooled_rate) for r in records}
-        tests = len(LOCAL_SIGNALS) * len(records)
-        suspects = self._attribute(judged, tests)
+        shaped: dict[str, list[ShapeEvidence]] = {}
+        if shape is not None:
+            for e in self._shape.judge(shape):
+                shaped.setdefault(e.service, []).append(e)
+                judged.setdefault(e.service, {})
+            for t in shape.traces:
+                for v in t.visits:
+                    for c in v.calls:
+                        self._graph.add_edge(v.service, c.callee)
+        tests = len(LOCAL_SIGNALS) * len(records) + sum(map(len, shaped.values()))
+        suspects = self._attribute(judged, shaped, tests)
         for r in records:
             self._absorb(r, measures[r.service], judged[r.service], weight)
+        if shape is not None:
+            self._shape.absorb(shape, weight)
         return WindowVerdict(start_ms, end_ms, self.policy.flag_surprise(tests), suspects)
 
     def _advance(self, start_ms: int, size_ms: int) -> float:
@@ -323,6 +352,7 @@ class SuspectRanker:
         self._population.decay(factor)
         for baseline in self._baselines.values():
             baseline.decay(factor)
+        self._shape.decay(factor)
         return step_ms / size_ms
 
     def _pooled_error_rate(self) -> float:
@@ -357,9 +387,13 @@ class SuspectRanker:
             if signal in measures and judged[signal].surprise < limit:
                 baseline.latency[signal].absorb(math.log1p(measures[signal]), weight, self.policy)
 
-    @staticmethod
-    def _evidence(signals: dict[str, _Judged]) -> dict:
-        ev: dict = {"signal": max((k for k in LOCAL_SIGNALS if k in signals), key=lambda k: signals[k].surprise)}
+    def _evidence(self, signals: dict[str, _Judged], shaped: list[ShapeEvidence]) -> dict:
+        local = [(signals[k].surprise, k) for k in LOCAL_SIGNALS if k in signals]
+        local += [(e.surprise, e.signal) for e in shaped]
+        ev: dict = {"signal": max(local, key=lambda x: (x[0], x[1] in LOCAL_SIGNALS))[1] if local else None}
+        if shaped:
+            top = sorted(shaped, key=lambda e: (-e.surprise, e.signal, e.key))[: self.policy.example_traces + 2]
+            ev["shape"] = [e.as_dict() for e in top if e.surprise > 0]
         for signal, j in sorted(signals.items()):
             if signal == ERRORS:
                 ev["error_origins"] = int(j.value)
@@ -372,7 +406,7 @@ class SuspectRanker:
         ev["surprise"] = {signal: round(j.surprise, 3) for signal, j in sorted(signals.items())}
         return ev
 
-    def _attribute(self, judged: dict[str, dict[str, _Judged]], tests: int) -> list[Suspect]:
+    def _attribute(self, judged: dict[str, dict[str, _Judged]], shaped: dict[str, list[ShapeEvidence]], tests: int) -> list[Suspect]:
         """Local scores, discounted where another affected service explains them.
 
         Explanations run along the affected part of the call graph. An affected descendant with a
@@ -388,8 +422,11 @@ class SuspectRanker:
         def hit(service: str, signal: str) -> bool:
             return signal in judged[service] and judged[service][signal].surprise >= limit
 
-        local = {s: max(signals[k].surprise for k in LOCAL_SIGNALS if k in signals) for s, signals in judged.items()}
-        paths = self._graph.subgraph(s for s, signals in judged.items() if any(j.surprise >= limit for j in signals.values()))
+        local = {s: max([signals[k].surprise for k in LOCAL_SIGNALS if k in signals]
+                        + [e.surprise for e in shaped.get(s, [])], default=0.0)
+                 for s, signals in judged.items()}
+        paths = self._graph.subgraph(s for s, signals in judged.items()
+                                     if any(j.surprise >= limit for j in signals.values()) or local[s] >= limit)
         gap_of = {
             c: sorted(p for p in paths.predecessors(c) if hit(p, SELF_TIME))
             for c in sorted(paths)
@@ -401,7 +438,7 @@ class SuspectRanker:
         for service in sorted(judged):
             culprits = explained_by.get(service, [])
             score = local[service] * (policy.explained_discount if culprits else 1.0)
-            ev = self._evidence(judged[service])
+            ev = self._evidence(judged[service], shaped.get(service, []))
             ev["explains"] = sorted(s for s, by in explained_by.items() if service in by)
             ev["explained_by"] = culprits
             # 1 - the Bonferroni-adjusted p-value: flagged exactly when confidence >= 1 - flag_alpha.
