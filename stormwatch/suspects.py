@@ -48,7 +48,11 @@ from dataclasses import dataclass, field
 import networkx as nx
 from scipy import special
 
-from stormwatch.trace_signals import ShapeEvidence, ShapeJudge, WindowShape
+from stormwatch.trace_signals import ERROR_AFTER_CALL, TRACE_SPECTRUM, ShapeEvidence, ShapeJudge, WindowShape
+
+# Shape signals that point at a service from its callers' traces, not from what it did itself: they
+# rank it, weighted, but do not make it explain its callers.
+INDIRECT_SIGNALS = (ERROR_AFTER_CALL, TRACE_SPECTRUM)
 
 # Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
 TINY_P = 1e-300
@@ -129,6 +133,13 @@ class SuspectPolicy:
     share_max_weight: float = 30.0
     # Example trace ids kept per piece of evidence.
     example_traces: int = 3
+    # Weight of the indirect shape signals (errors of callers right after a call; the trace
+    # spectrum) in a score: they point at a service through others' behaviour, which the others'
+    # own faults explain as well.
+    indirect_weight: float = 0.25
+
+    def weight(self, signal: str) -> float:
+        return self.indirect_weight if signal in INDIRECT_SIGNALS else 1.0
 
     @property
     def affected_surprise(self) -> float:
@@ -389,7 +400,7 @@ class SuspectRanker:
 
     def _evidence(self, signals: dict[str, _Judged], shaped: list[ShapeEvidence]) -> dict:
         local = [(signals[k].surprise, k) for k in LOCAL_SIGNALS if k in signals]
-        local += [(e.surprise, e.signal) for e in shaped]
+        local += [(self.policy.weight(e.signal) * e.surprise, e.signal) for e in shaped]
         ev: dict = {"signal": max(local, key=lambda x: (x[0], x[1] in LOCAL_SIGNALS))[1] if local else None}
         if shaped:
             top = sorted(shaped, key=lambda e: (-e.surprise, e.signal, e.key))[: self.policy.example_traces + 2]
@@ -422,9 +433,10 @@ class SuspectRanker:
         def hit(service: str, signal: str) -> bool:
             return signal in judged[service] and judged[service][signal].surprise >= limit
 
-        local = {s: max([signals[k].surprise for k in LOCAL_SIGNALS if k in signals]
-                        + [e.surprise for e in shaped.get(s, [])], default=0.0)
-                 for s, signals in judged.items()}
+        own = {s: max([signals[k].surprise for k in LOCAL_SIGNALS if k in signals]
+                      + [e.surprise for e in shaped.get(s, []) if e.signal not in INDIRECT_SIGNALS], default=0.0)
+               for s, signals in judged.items()}
+        local = {s: max([own[s]] + [policy.weight(e.signal) * e.surprise for e in shaped.get(s, [])]) for s in judged}
         paths = self._graph.subgraph(s for s, signals in judged.items()
                                      if any(j.surprise >= limit for j in signals.values()) or local[s] >= limit)
         gap_of = {
@@ -432,7 +444,7 @@ class SuspectRanker:
             for c in sorted(paths)
             if hit(c, INBOUND_GAP) and not hit(c, SELF_TIME)
         }
-        roots = {c for c in paths if local[c] >= limit and not gap_of.get(c)}
+        roots = {c for c in paths if own[c] >= limit and not gap_of.get(c)}
         explained_by = {s: sorted((nx.descendants(paths, s) & roots) | set(gap_of.get(s, []))) for s in sorted(paths)}
         suspects = []
         for service in sorted(judged):
