@@ -133,6 +133,9 @@ class SuspectPolicy:
     share_max_weight: float = 30.0
     # Example trace ids kept per piece of evidence.
     example_traces: int = 3
+    # A trace is anomalous (for the trace spectrum) when its latency or an error in it is at least
+    # this improbable under its baselines.
+    trace_anomaly_alpha: float = 0.01
     # Weight of the indirect shape signals (errors of callers right after a call; the trace
     # spectrum) in a score: they point at a service through others' behaviour, which the others'
     # own faults explain as well.

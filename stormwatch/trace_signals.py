@@ -23,9 +23,10 @@ Definitions (per window):
   p(1) <= ... <= p(n), the surprise is max over k of -log10 P(Binomial(n, p(k)) >= k): one very
   slow visit, or several moderately slow ones, honest with 1-12 visits.
 - **trace spectrum** ``trace_spectrum``, key (service, operation): a trace is *anomalous* when its
-  root's duration has surprise >= -log10(flag_alpha) under its request type's baseline (a
+  root's duration has surprise >= -log10(trace_anomaly_alpha) under its request type's baseline (a
   Student-t of log(1 + ms) fitted to that type's traces), or an error origin in it has surprise
-  >= that under its (service, operation)'s error-visit rate. Of the window's N traces, F are
+  >= that under its (service, operation)'s error-visit rate (traces of normal operation are then
+  anomalous at about that rate: the hypergeometric test below takes the window's rate as it is). Of the window's N traces, F are
   anomalous; the key is on n of them, ef anomalous. Surprise: the hypergeometric tail
   P(X >= ef), X ~ HG(N, F, n) (a key unrelated to the anomaly samples the traces blindly); the
   Ochiai coefficient ef / sqrt(F n) is kept as evidence. A root cause sits on almost every
@@ -315,7 +316,7 @@ class ShapeJudge:
 
     def _anomalous(self, trace: Trace) -> bool:
         p = self.policy
-        limit = p.affected_surprise
+        limit = surprise_of(p.trace_anomaly_alpha)
         if trace.duration_ms is not None:
             tail = self._tail(self.base.request_latency.get(trace.entry), math.log1p(trace.duration_ms), p.min_baseline_visits)
             if surprise_of(tail) >= limit:

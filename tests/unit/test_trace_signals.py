@@ -215,3 +215,28 @@ def test_the_shared_faults_hold_their_score(shared_score):
     # others (two whose fault does not show within 60 s of its label) are listed there.
     assert {"2023-01-29_0903.otlp.jsonl", "2023-01-29_1331.otlp.jsonl", "2023-01-30_1151.otlp.jsonl",
             "2023-01-29_0843.otlp.jsonl", "2023-01-29_1012.otlp.jsonl", "2023-01-29_1449.otlp.jsonl"} <= firsts
+
+
+def test_generated_retry_storm_ranks_llm_inference_first_within_two_slides():
+    """The demo's storm (another system than TrainTicket: an AI chain with retries), generated at a
+    low rate: llm-inference first, flagged, from the window ending two slides after the fault starts
+    while the fault lasts, and nothing flagged before it."""
+    from stormwatch.traffic.generator import Params, TraceGenerator, to_export_requests
+    from stormwatch.traffic.schedule import load_schedule
+    from stormwatch.traces import spans_of_request
+
+    schedule = load_schedule("storm")
+    (fault,) = schedule.faults
+    start_ns = 1_700_000_000_000_000_000
+    generator = TraceGenerator(seed=7, start_unix_nano=start_ns, faults=schedule.faults, params=Params(retries=schedule.retries))
+    spans = [s for batch in generator.generate(5.0, fault.end_s + 10) for r in to_export_requests(batch) for s in spans_of_request(r)]
+    windows = windows_of_spans(spans, 30, 10)
+    verdicts = rank(SuspectRanker(POLICY), windows)
+    t0 = start_ns // 1_000_000
+    fault_start_ms, fault_end_ms = t0 + fault.start_s * 1000, t0 + fault.end_s * 1000
+    before = [v for w, v in zip(windows, verdicts) if w.end_ms <= fault_start_ms]
+    during = [v for w, v in zip(windows, verdicts) if fault_start_ms + 20_000 <= w.end_ms <= fault_end_ms]
+    assert before and during
+    assert not [v.flagged for v in before if v.flagged]
+    for v in during:
+        assert v.suspects[0].service == "llm-inference" and v.suspects[0].flagged
