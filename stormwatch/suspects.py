@@ -136,6 +136,9 @@ class SuspectPolicy:
     # A trace is anomalous (for the trace spectrum) when its latency or an error in it is at least
     # this improbable under its baselines.
     trace_anomaly_alpha: float = 0.01
+    # A service with no record in a window (it answered no call: 3-12 a window is common) keeps its
+    # last score, less this much per window of data: silence is no evidence of health.
+    silent_drain: float = 1.0
     # Weight of the indirect shape signals (errors of callers right after a call; the trace
     # spectrum) in a score: they point at a service through others' behaviour, which the others'
     # own faults explain as well.
@@ -310,6 +313,8 @@ class SuspectRanker:
         self._graph = nx.DiGraph()
         self._last_start_ms: int | None = None
         self._shape = ShapeJudge(self.policy)
+        # service -> (its last score, the end of the window that gave it)
+        self._last_scores: dict[str, tuple[float, int]] = {}
 
     def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow], shape: WindowShape | None = None) -> WindowVerdict:
         """Ranks one window's services against the baselines, then adds the window to them.
@@ -342,7 +347,10 @@ class SuspectRanker:
                     for c in v.calls:
                         self._graph.add_edge(v.service, c.callee)
         tests = len(LOCAL_SIGNALS) * len(records) + sum(map(len, shaped.values()))
-        suspects = self._attribute(judged, shaped, tests)
+        present = {r.service for r in records} | ({v.service for t in shape.traces for v in t.visits} if shape else set())
+        suspects = self._with_silent(self._attribute(judged, shaped, tests), present, weight, tests)
+        self._last_scores.update({s.service: (s.score, s.evidence.get("silent_since_ms", end_ms)) for s in suspects})
+        self._last_scores = {k: v for k, v in self._last_scores.items() if v[0] > 0}
         for r in records:
             self._absorb(r, measures[r.service], judged[r.service], weight)
         if shape is not None:
@@ -419,6 +427,23 @@ class SuspectRanker:
                 ev[f"{signal}_ratio"] = round(j.value / j.expected, 3) if j.expected else None
         ev["surprise"] = {signal: round(j.surprise, 3) for signal, j in sorted(signals.items())}
         return ev
+
+    def _with_silent(self, suspects: list[Suspect], present: set[str], weight: float, tests: int) -> list[Suspect]:
+        """Services scored before that answered nothing in this window (no record, no visit) keep
+        their last score, drained by `silent_drain` per window of data, unless they score more now."""
+        flag = self.policy.flag_surprise(tests)
+        by_service = {s.service: s for s in suspects}
+        for service in sorted(set(self._last_scores) - present):
+            last, since = self._last_scores[service]
+            score = max(0.0, last - weight * self.policy.silent_drain)
+            now = by_service.get(service)
+            if score <= 0 or (now is not None and now.score >= score):
+                continue
+            ev = dict(now.evidence) if now is not None else {"explains": [], "explained_by": []}
+            ev.update({"signal": "silent", "silent_since_ms": since, "last_score": round(last, 6)})
+            confidence = max(0.0, 1.0 - tests * 10.0 ** (-score))
+            by_service[service] = Suspect(service, round(score, 6), round(confidence, 6), score >= flag, ev)
+        return sorted(by_service.values(), key=lambda s: (-s.score, s.service))
 
     def _attribute(self, judged: dict[str, dict[str, _Judged]], shaped: dict[str, list[ShapeEvidence]], tests: int) -> list[Suspect]:
         """Local scores, discounted where another affected service explains them.

@@ -214,7 +214,8 @@ def test_the_shared_faults_hold_their_score(shared_score):
     # bench/results/rootcause_eval.md: these are found first at 60 s after the injection today; the
     # others (two whose fault does not show within 60 s of its label) are listed there.
     assert {"2023-01-29_0903.otlp.jsonl", "2023-01-29_1331.otlp.jsonl", "2023-01-30_1151.otlp.jsonl",
-            "2023-01-29_0843.otlp.jsonl", "2023-01-29_1012.otlp.jsonl", "2023-01-29_1449.otlp.jsonl"} <= firsts
+            "2023-01-29_0843.otlp.jsonl", "2023-01-29_1012.otlp.jsonl", "2023-01-29_1449.otlp.jsonl",
+            "2023-01-29_1423.otlp.jsonl"} <= firsts
 
 
 def test_generated_retry_storm_ranks_llm_inference_first_within_two_slides():
@@ -240,3 +241,31 @@ def test_generated_retry_storm_ranks_llm_inference_first_within_two_slides():
     assert not [v.flagged for v in before if v.flagged]
     for v in during:
         assert v.suspects[0].service == "llm-inference" and v.suspects[0].flagged
+
+
+def test_a_service_silent_in_a_window_keeps_its_last_score_drained():
+    spans = traffic(random.Random(9), range(26), fault=lambda i: {"refund_slow": 30.0}, fault_from=25)
+    # Window 26: nobody calls payment (order's calls fail over to nothing), catalog still answers.
+    spans += traffic(random.Random(10), range(26, 27), refunds=0, fault=lambda i: {"order_calls_payment": False}, fault_from=26)
+    windows, vs = verdicts(spans)
+    before, after = (next(s for s in v.suspects if s.service == "payment") for v in vs[-2:])
+    assert not any(r.service == "payment" for r in windows[-1].services)
+    # Its operations vanishing is evidence of its own; the score is the larger of that and the last, drained.
+    assert after.score >= before.score - POLICY.silent_drain - 1e-5
+    assert after.evidence["signal"] in ("silent", "operation_rate")
+    if after.evidence["signal"] == "silent":
+        assert after.evidence["silent_since_ms"] == windows[-2].end_ms
+
+
+def test_a_silent_service_without_other_evidence_keeps_its_drained_score():
+    ranker = SuspectRanker(POLICY)
+    windows = windows_of_spans(traffic(random.Random(9), range(26), fault=lambda i: {"refund_slow": 30.0}, fault_from=25), WINDOW_S)
+    before = next(s for s in rank(ranker, windows)[-1].suspects if s.service == "payment")
+    # The next window: the aggregates and traces of the other services only (payment answered nothing).
+    nxt = windows_of_spans(traffic(random.Random(11), range(26, 27)), WINDOW_S)[-1]
+    services = [r for r in nxt.services if r.service != "payment"]
+    edges = [e for e in nxt.edges if "payment" not in (e.caller, e.callee)]
+    verdict = ranker.observe(services, edges)
+    after = next(s for s in verdict.suspects if s.service == "payment")
+    assert after.evidence["signal"] == "silent" and after.evidence["silent_since_ms"] == windows[-1].end_ms
+    assert after.score == pytest.approx(before.score - POLICY.silent_drain, abs=1e-5)
