@@ -139,6 +139,9 @@ class SuspectPolicy:
     # A service with no record in a window (it answered no call: 3-12 a window is common) keeps its
     # last score, less this much per window of data: silence is no evidence of health.
     silent_drain: float = 1.0
+    # Tail beyond which a window's signal stays out of its baseline (None: flag_alpha). Larger than
+    # flag_alpha keeps a fault's weak windows (one failing call of three) from teaching it normal.
+    absorb_alpha: float | None = 0.01
     # Weight of the indirect shape signals (errors of callers right after a call; the trace
     # spectrum) in a score: they point at a service through others' behaviour, which the others'
     # own faults explain as well.
@@ -146,6 +149,11 @@ class SuspectPolicy:
 
     def weight(self, signal: str) -> float:
         return self.indirect_weight if signal in INDIRECT_SIGNALS else 1.0
+
+    @property
+    def absorb_surprise(self) -> float:
+        """A signal at least this surprising stays out of its baseline (absorb_alpha, else flag_alpha)."""
+        return -math.log10(self.absorb_alpha if self.absorb_alpha is not None else self.flag_alpha)
 
     @property
     def affected_surprise(self) -> float:
@@ -402,7 +410,7 @@ class SuspectRanker:
         """
         baseline = self._baselines[record.service]
         self._population.absorb(measures[ERRORS], record.spans, weight)
-        limit = self.policy.affected_surprise
+        limit = self.policy.absorb_surprise
         if judged[ERRORS].surprise < limit:
             baseline.errors.absorb(measures[ERRORS], record.spans, weight)
         for signal in LATENCY_SIGNALS:

@@ -37,6 +37,22 @@ Definitions (per window):
   the callee: its answers make its callers fail even when it logs nothing.
 
 Every judged key keeps up to ``example_traces`` trace ids of the window that show it.
+
+For the job (not done yet): the JVM's TraceFacts, per assembled trace, would emit these facts,
+each summed per slide bucket and merged per window like the other Partials:
+
+- per (request type, service, operation): visits; per (request type, service, operation, callee
+  service): visits that call the callee at least once (call pattern);
+- per request type: traces; per (request type, service, operation): traces that visit it (presence);
+- per (service, operation): visits, the sum of log(1 + own ms) (latency), visits with an error origin;
+- per callee service: calls answered, and visits whose first error origin came right after one of
+  them (error after call);
+- for the spectrum, per (request type, service, operation) and log-scale bucket of the trace's root
+  duration: traces, and per (request type, error-origin operation): traces. Python then counts a
+  window's anomalous traces per key from the buckets beyond its request type's threshold (the
+  baselines stay in the ranker). Or, simpler at a few traces a second: one compact record per
+  trace (id, request type, root duration, visited and error-origin operations), as here.
+- example trace ids per key (a few per bucket, as the edges keep them).
 """
 
 from __future__ import annotations
@@ -310,7 +326,7 @@ class ShapeJudge:
 
     def _absorb_dist(self, table: dict, key, y: float, weight: float, tail: float) -> None:
         p = self.policy
-        if surprise_of(tail) >= p.affected_surprise:
+        if surprise_of(tail) >= p.absorb_surprise:
             return
         table.setdefault(key, _Dist()).absorb(y, weight, p.latency_tail_dof, p.visit_prior_scale, p.visit_prior_n)
 
@@ -416,7 +432,7 @@ class ShapeJudge:
         """Adds the window to the baselines; a key judged affected stays out of its own."""
         p = self.policy
         counts = _count(shape, 0)
-        affected = {(e.signal, e.key) for e in self._last[1] if e.surprise >= p.affected_surprise} if self._last else set()
+        affected = {(e.signal, e.key) for e in self._last[1] if e.surprise >= p.absorb_surprise} if self._last else set()
         for (req, op), n in counts.typed_visits.items():
             callees = {c for (r, o, c) in counts.calling if (r, o) == (req, op)}
             callees |= {c for (r, o, c) in self.base.calls if (r, o) == (req, op)}

@@ -211,11 +211,14 @@ def test_the_shared_faults_hold_their_score(shared_score):
     outcomes, (flagged, judged, services) = shared_score
     assert flagged == 0, services
     firsts = {f.path.name for f, o in outcomes if o.rank == 1}
-    # bench/results/rootcause_eval.md: these are found first at 60 s after the injection today; the
-    # others (two whose fault does not show within 60 s of its label) are listed there.
+    # bench/results/rootcause_eval.md: these 8 are first at 60 s after the injection with the defaults.
+    # Of the others, two exception faults show only before their label (errors of the service end
+    # before or soon after it, the service is normal at +60 s), the network delay of 2023-01-30_1206
+    # starts 65 s after its label, and 2023-01-29_0925's basic service has one failing visit in the
+    # window: they are misses, counted as such there.
     assert {"2023-01-29_0903.otlp.jsonl", "2023-01-29_1331.otlp.jsonl", "2023-01-30_1151.otlp.jsonl",
             "2023-01-29_0843.otlp.jsonl", "2023-01-29_1012.otlp.jsonl", "2023-01-29_1449.otlp.jsonl",
-            "2023-01-29_1423.otlp.jsonl"} <= firsts
+            "2023-01-29_1423.otlp.jsonl", "2023-01-29_0852.otlp.jsonl"} <= firsts
 
 
 def test_generated_retry_storm_ranks_llm_inference_first_within_two_slides():
