@@ -56,12 +56,13 @@ def verdict_record(verdict: WindowVerdict, source: str | None = None) -> dict:
 
 
 def backtest(baselines: list[Path], files: list[Path], policy: SuspectPolicy, size_s: float, slide_s: float | None,
-             top: int | None = None) -> Iterator[dict]:
+             top: int | None = None, shape: bool = True) -> Iterator[dict]:
+    """`shape` False: the window aggregates alone, as the job ranks today (it has no traces yet)."""
     ranker = SuspectRanker(policy)
     for path in baselines:
-        rank(ranker, windows_of_file(path, size_s, slide_s))
+        rank(ranker, windows_of_file(path, size_s, slide_s, shape), shape)
     for path in files:
-        for verdict in rank(ranker, windows_of_file(path, size_s, slide_s)):
+        for verdict in rank(ranker, windows_of_file(path, size_s, slide_s, shape), shape):
             record = verdict_record(verdict, str(path))
             if top is not None:
                 record["suspects"] = record["suspects"][:top]
@@ -69,8 +70,8 @@ def backtest(baselines: list[Path], files: list[Path], policy: SuspectPolicy, si
 
 
 def main_lines(baselines: list[Path], files: list[Path], policy: SuspectPolicy, size_s: float, slide_s: float | None,
-               top: int | None = None) -> Iterator[str]:
-    for record in backtest(baselines, files, policy, size_s, slide_s, top):
+               top: int | None = None, shape: bool = True) -> Iterator[str]:
+    for record in backtest(baselines, files, policy, size_s, slide_s, top, shape):
         yield json.dumps(record, sort_keys=False)
 
 

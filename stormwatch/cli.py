@@ -201,7 +201,8 @@ def cmd_backtest(args) -> None:
     size = args.window_size if args.window_size is not None else float(topology["window_size_seconds"])
     slide = args.window_slide if args.window_slide is not None else float(topology["window_slide_seconds"])
     policy = SuspectPolicy(**config.section("pipeline", "suspects").get("policy", {}))
-    for line in main_lines([Path(p) for p in args.baseline], [Path(p) for p in args.files], policy, size, slide, args.top):
+    for line in main_lines([Path(p) for p in args.baseline], [Path(p) for p in args.files], policy, size, slide, args.top,
+                           shape=not args.aggregates_only):
         print(line, flush=True)
 
 
@@ -292,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-size", type=float, help="seconds (default: [pipeline.topology] window_size_seconds)")
     p.add_argument("--window-slide", type=float, help="seconds (default: [pipeline.topology] window_slide_seconds)")
     p.add_argument("--top", type=int, help="print only this many suspects per window")
+    p.add_argument("--aggregates-only", action="store_true",
+                   help="rank from the window aggregates alone, without the traces' shape signals (what the job ranks today)")
     p.set_defaults(func=cmd_backtest)
 
     p = sub.add_parser("demo", help="local Kafka + embedded Flink + generated traffic, output shown live")
