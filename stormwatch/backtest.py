@@ -17,7 +17,7 @@ from pathlib import Path
 from stormwatch.suspects import SuspectPolicy, SuspectRanker, WindowVerdict
 from stormwatch.trace_signals import WindowShape
 from stormwatch.traces import assemble, spans_of_file
-from stormwatch.window_aggregates import NS_PER_MS, Window, aggregate, window_starts
+from stormwatch.window_aggregates import Window, aggregate, window_starts
 
 
 def windows_of_spans(spans: list, size_s: float, slide_s: float | None = None, traces: bool = True) -> list[Window]:
@@ -75,4 +75,4 @@ def main_lines(baselines: list[Path], files: list[Path], policy: SuspectPolicy, 
         yield json.dumps(record, sort_keys=False)
 
 
-__all__ = ["NS_PER_MS", "backtest", "rank", "verdict_record", "windows_of_file", "windows_of_spans"]
+__all__ = ["backtest", "rank", "verdict_record", "windows_of_file", "windows_of_spans"]

@@ -48,11 +48,12 @@ from dataclasses import dataclass, field
 import networkx as nx
 from scipy import special
 
-from stormwatch.trace_signals import ERROR_AFTER_CALL, TRACE_SPECTRUM, ShapeEvidence, ShapeJudge, WindowShape
+from stormwatch.trace_signals import ERROR_AFTER_CALL, OPERATION_RATE, TRACE_SPECTRUM, ShapeEvidence, ShapeJudge, WindowShape
 
-# Shape signals that point at a service from its callers' traces, not from what it did itself: they
-# rank it, weighted, but do not make it explain its callers.
-INDIRECT_SIGNALS = (ERROR_AFTER_CALL, TRACE_SPECTRUM)
+# Shape signals that point at a service from others' behaviour, not from what it did itself (its
+# callers fail after its answers; anomalous traces pass through it; its operations are called more
+# or less, which its callers decide): they rank it, weighted, but do not make it explain its callers.
+INDIRECT_SIGNALS = (ERROR_AFTER_CALL, TRACE_SPECTRUM, OPERATION_RATE)
 
 # Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
 TINY_P = 1e-300

@@ -6,35 +6,46 @@ count, or a per-visit value, that one pass over one trace yields (the per-trace 
 TraceFacts must emit for the job to compute them): the window's figures are sums of per-trace
 facts, and the baselines live in the ranker.
 
-Definitions (per window):
+Definitions (per window). A *share* is judged by its beta-binomial predictive: k hits in n trials
+now against the decayed hits and trials of its baseline on a Jeffreys prior of weight
+``share_prior_weight``, the baseline's weight capped at ``share_max_weight`` trials (trials of one
+window share their conditions, so no baseline predicts a window better than that); the surprise is
+-log10 of the two-sided tail, 2 min(P(K >= k), P(K <= k)). Where a key is judged per request type
+(the trace's ``entry``, stormwatch/traces.py), the most surprising type counts, less log10 of the
+number of types judged (Bonferroni).
 
-- **call pattern** ``call_pattern``, key (service, operation, callee service): ``visits`` = the
-  window's visits of (service, operation); ``calls`` = their calls to the callee. Baseline: decayed
-  calls and visits (Gamma-Poisson around the pooled calls per visit of all such keys, like error
-  origins in stormwatch/suspects.py). Surprise: the two-sided negative-binomial tail of ``calls``
-  in ``visits`` (fewer calls: it throws before calling on; more: retries, a new branch). Blamed on
-  the service: it is what decides which calls it makes.
-- **operation rate** ``operation_rate``, key (service, operation): its visits per trace of the
-  window against its baseline visits per trace, two-sided (an operation that appears or vanishes).
-  A key never seen has the prior ``operation_prior_rate`` per trace. Blamed on the service.
-- **operation latency** ``operation_latency``, key (service, operation): each visit's own time
-  y = log(1 + own_ms) (stormwatch/traces.py: exclusive of its calls, plus the inbound gap) against
-  a Student-t fitted to that operation's visits. With the visits' tail probabilities sorted,
-  p(1) <= ... <= p(n), the surprise is max over k of -log10 P(Binomial(n, p(k)) >= k): one very
-  slow visit, or several moderately slow ones, honest with 1-12 visits.
+- **call pattern** ``call_pattern``, key (service, operation, callee service), per request type:
+  of the window's visits of the operation (trials), those that call the callee at least once
+  (hits), for every callee it calls now or called in its baseline of that type. Fewer: it throws
+  before calling on, or a wrong answer made it stop; more: a new branch. A service's calls depend
+  on what it is asked, hence per request type. Blamed on the service: it decides which calls it
+  makes.
+- **operation rate** ``operation_rate``, key (service, operation), per request type: of the
+  window's traces of the type (trials), those that visit the operation (hits): an operation that
+  appears or vanishes. Indirect evidence (stormwatch/suspects.py INDIRECT_SIGNALS): its callers
+  decide whether it is called.
+- **operation latency** ``operation_latency``, key (service, operation): y = the mean over the
+  window's visits of log(1 + own ms) (stormwatch/traces.py ``own_ms``: exclusive of its calls, plus
+  the inbound gap), against a decayed Student-t fit of y over windows (each window one observation,
+  as the service latencies of stormwatch/suspects.py, with their ``latency_*`` priors); surprise
+  -log10 P(Y >= y). An operation slow among fast ones of the same service stands out here where the
+  service's mean does not.
 - **trace spectrum** ``trace_spectrum``, key (service, operation): a trace is *anomalous* when its
   root's duration has surprise >= -log10(trace_anomaly_alpha) under its request type's baseline (a
-  Student-t of log(1 + ms) fitted to that type's traces), or an error origin in it has surprise
-  >= that under its (service, operation)'s error-visit rate (traces of normal operation are then
-  anomalous at about that rate: the hypergeometric test below takes the window's rate as it is). Of the window's N traces, F are
-  anomalous; the key is on n of them, ef anomalous. Surprise: the hypergeometric tail
-  P(X >= ef), X ~ HG(N, F, n) (a key unrelated to the anomaly samples the traces blindly); the
-  Ochiai coefficient ef / sqrt(F n) is kept as evidence. A root cause sits on almost every
-  anomalous trace and few normal ones.
+  Student-t of log(1 + ms) over that type's traces, judging once it has ``min_baseline_visits``),
+  or an error origin in it is that improbable under its (service, operation)'s error-visit rate
+  (Gamma-Poisson). Traces of normal operation are then anomalous at about that rate: the test takes
+  the window's rate as it is. Of the window's N traces, F are anomalous; the key is on n of them,
+  ef anomalous. Surprise: the hypergeometric tail P(X >= ef), X ~ HG(N, F, n) (a key unrelated to
+  the anomaly samples the traces blindly); the Ochiai coefficient ef / sqrt(F n) is the value. A
+  root cause sits on almost every anomalous trace and few normal ones. Indirect evidence.
 - **error after call** ``error_after_call``, key (callee service): visits of other services whose
-  first error origin ended right after a call to the callee returned (stormwatch/traces.py
-  ``error_after``), against the callee's calls answered: Gamma-Poisson per call. Evidence against
-  the callee: its answers make its callers fail even when it logs nothing.
+  first error origin ended right after one of their calls to the callee returned (stormwatch/traces.py
+  ``error_after``), per call it answered, against its baseline: Gamma-Poisson around the pooled rate
+  of all callees, one-sided. Evidence against the callee (its answers make its callers fail even when
+  it logs nothing), indirect: the callers' own faults explain it as well.
+
+Baselines take a window's key only while its surprise stays below -log10(absorb_alpha).
 
 Every judged key keeps up to ``example_traces`` trace ids of the window that show it.
 
@@ -210,16 +221,6 @@ class _Dist:
         self.n += weight
         self.weight += weight * w
         self.sum_wy += weight * w * y
-
-
-def binomial_order_surprise(tails: list[float]) -> float:
-    """max over k of -log10 P(Binomial(n, p(k)) >= k), p sorted ascending."""
-    ps = sorted(tails)
-    n = len(ps)
-    best = 0.0
-    for k, p in enumerate(ps, 1):
-        best = max(best, surprise_of(stats.binom.sf(k - 1, n, p)))
-    return best
 
 
 @dataclass
