@@ -36,8 +36,25 @@ a local anomaly *explains* its affected ancestors, and an explained service's sc
 by ``explained_discount``: the most downstream affected service, which explains its affected
 callers, ranks first (details: `SuspectRanker._attribute`).
 
-Baselines forget with a half-life, per data seen; an affected signal is not absorbed and other
-latency outliers only with their small t weight, so a fault does not become the new normal.
+Baselines forget with a half-life, per data seen; a signal beyond -log10(absorb_alpha) (1 %: a
+fault answering a few calls a window is rarely beyond the flag level) is not absorbed, other latency
+outliers only with their small t weight, so a fault does not become the new normal.
+
+Shape signals
+-------------
+Given the window's assembled traces (`observe(..., shape=WindowShape)`, what `stormwatch backtest`
+does; the job does not have them yet), the shape signals of stormwatch/trace_signals.py join the
+local ones: call pattern and operation latency are the service's own doing and score like error
+origins and own time; operation presence, the trace spectrum and errors of callers right after its
+answers point at it through others' behaviour, so they score times ``indirect_weight`` and never
+make it explain its callers. Each is one more test of the window's Bonferroni count. A suspect's
+evidence lists its most surprising shape evidence with example trace ids (``shape``).
+
+Silence
+-------
+A service with no record and no visit in a window (it answered no call: with 3-12 calls a window
+that happens) keeps its last score, less ``silent_drain`` per window of data, unless it scores more
+now: not answering is no evidence of health.
 """
 
 from __future__ import annotations
