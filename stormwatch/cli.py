@@ -192,6 +192,20 @@ def cmd_policy(args) -> None:
     print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}")
 
 
+def cmd_backtest(args) -> None:
+    from stormwatch.backtest import main_lines
+    from stormwatch.suspects import SuspectPolicy
+
+    config = load(args.config)
+    topology = config.section("pipeline", "topology")
+    size = args.window_size if args.window_size is not None else float(topology["window_size_seconds"])
+    slide = args.window_slide if args.window_slide is not None else float(topology["window_slide_seconds"])
+    policy = SuspectPolicy(**config.section("pipeline", "suspects").get("policy", {}))
+    for line in main_lines([Path(p) for p in args.baseline], [Path(p) for p in args.files], policy, size, slide, args.top,
+                           shape=not args.aggregates_only):
+        print(line, flush=True)
+
+
 def cmd_demo(args) -> None:
     from stormwatch.demo import run_demo
 
@@ -271,6 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="the policy (default: [pipeline.policy] file of the configuration)")
     p.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME", help="policy=NAME: another topic")
     p.set_defaults(func=cmd_policy)
+
+    p = sub.add_parser("backtest", help="rank root-cause suspects offline over trace files; one JSON line per window")
+    p.add_argument("files", nargs="+", help="trace files to judge (OTLP JSON lines, Zipkin v2 or Jaeger JSON), in order")
+    p.add_argument("--baseline", action="append", default=[], metavar="FILE",
+                   help="fault-free traces the ranker learns normal from first (repeatable)")
+    p.add_argument("--window-size", type=float, help="seconds (default: [pipeline.topology] window_size_seconds)")
+    p.add_argument("--window-slide", type=float, help="seconds (default: [pipeline.topology] window_slide_seconds)")
+    p.add_argument("--top", type=int, help="print only this many suspects per window")
+    p.add_argument("--aggregates-only", action="store_true",
+                   help="rank from the window aggregates alone, without the traces' shape signals (what the job ranks today)")
+    p.set_defaults(func=cmd_backtest)
 
     p = sub.add_parser("demo", help="local Kafka + embedded Flink + generated traffic, output shown live")
     p.add_argument("--rate", type=float, default=20.0, help="traces per second")

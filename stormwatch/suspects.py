@@ -36,8 +36,25 @@ a local anomaly *explains* its affected ancestors, and an explained service's sc
 by ``explained_discount``: the most downstream affected service, which explains its affected
 callers, ranks first (details: `SuspectRanker._attribute`).
 
-Baselines forget with a half-life, per data seen; an affected signal is not absorbed and other
-latency outliers only with their small t weight, so a fault does not become the new normal.
+Baselines forget with a half-life, per data seen; a signal beyond -log10(absorb_alpha) (1 %: a
+fault answering a few calls a window is rarely beyond the flag level) is not absorbed, other latency
+outliers only with their small t weight, so a fault does not become the new normal.
+
+Shape signals
+-------------
+Given the window's assembled traces (`observe(..., shape=WindowShape)`, what `stormwatch backtest`
+does; the job does not have them yet), the shape signals of stormwatch/trace_signals.py join the
+local ones: call pattern and operation latency are the service's own doing and score like error
+origins and own time; operation presence, the trace spectrum and errors of callers right after its
+answers point at it through others' behaviour, so they score times ``indirect_weight`` and never
+make it explain its callers. Each is one more test of the window's Bonferroni count. A suspect's
+evidence lists its most surprising shape evidence with example trace ids (``shape``).
+
+Silence
+-------
+A service with no record and no visit in a window (it answered no call: with 3-12 calls a window
+that happens) keeps its last score, less ``silent_drain`` per window of data, unless it scores more
+now: not answering is no evidence of health.
 """
 
 from __future__ import annotations
@@ -47,6 +64,13 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 from scipy import special
+
+from stormwatch.trace_signals import ERROR_AFTER_CALL, OPERATION_RATE, TRACE_SPECTRUM, ShapeEvidence, ShapeJudge, WindowShape
+
+# Shape signals that point at a service from others' behaviour, not from what it did itself (its
+# callers fail after its answers; anomalous traces pass through it; its operations are called more
+# or less, which its callers decide): they rank it, weighted, but do not make it explain its callers.
+INDIRECT_SIGNALS = (ERROR_AFTER_CALL, TRACE_SPECTRUM, OPERATION_RATE)
 
 # Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
 TINY_P = 1e-300
@@ -115,6 +139,39 @@ class SuspectPolicy:
     latency_prior_windows: float = 20.0
     # Score multiplier of a service whose anomaly an affected callee explains.
     explained_discount: float = 0.5
+    # Shape signals (stormwatch/trace_signals.py), judged when the window's traces are given.
+    # Visits of an operation (traces of a request type) its latency baseline needs before it judges.
+    min_baseline_visits: float = 5.0
+    # Per-visit spread of log(1 + own ms) assumed before an operation has history, weighing this many visits.
+    visit_prior_scale: float = 0.5
+    visit_prior_n: float = 5.0
+    # Shares (visits of an operation that call a callee; traces of a request type that visit an
+    # operation): the weight of the Jeffreys prior, and the most a baseline may weigh, in trials.
+    share_prior_weight: float = 1.0
+    share_max_weight: float = 30.0
+    # Example trace ids kept per piece of evidence.
+    example_traces: int = 3
+    # A trace is anomalous (for the trace spectrum) when its latency or an error in it is at least
+    # this improbable under its baselines.
+    trace_anomaly_alpha: float = 0.01
+    # A service with no record in a window (it answered no call: 3-12 a window is common) keeps its
+    # last score, less this much per window of data: silence is no evidence of health.
+    silent_drain: float = 1.0
+    # Tail beyond which a window's signal stays out of its baseline (None: flag_alpha). Larger than
+    # flag_alpha keeps a fault's weak windows (one failing call of three) from teaching it normal.
+    absorb_alpha: float | None = 0.01
+    # Weight of the indirect shape signals (errors of callers right after a call; the trace
+    # spectrum) in a score: they point at a service through others' behaviour, which the others'
+    # own faults explain as well.
+    indirect_weight: float = 0.25
+
+    def weight(self, signal: str) -> float:
+        return self.indirect_weight if signal in INDIRECT_SIGNALS else 1.0
+
+    @property
+    def absorb_surprise(self) -> float:
+        """A signal at least this surprising stays out of its baseline (absorb_alpha, else flag_alpha)."""
+        return -math.log10(self.absorb_alpha if self.absorb_alpha is not None else self.flag_alpha)
 
     @property
     def affected_surprise(self) -> float:
@@ -281,9 +338,15 @@ class SuspectRanker:
         self._population = _RateBaseline()
         self._graph = nx.DiGraph()
         self._last_start_ms: int | None = None
+        self._shape = ShapeJudge(self.policy)
+        # service -> (its last score, the end of the window that gave it)
+        self._last_scores: dict[str, tuple[float, int]] = {}
 
-    def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow]) -> WindowVerdict:
-        """Ranks one window's services against the baselines, then adds the window to them."""
+    def observe(self, services: list[ServiceWindow], edges: list[EdgeWindow], shape: WindowShape | None = None) -> WindowVerdict:
+        """Ranks one window's services against the baselines, then adds the window to them.
+
+        `shape`, the window's assembled traces, adds the shape signals (stormwatch/trace_signals.py)
+        to the local ones; without it the ranking is the aggregates' alone."""
         records = sorted(services, key=lambda r: r.service)
         bounds = {(r.window_start_ms, r.window_end_ms) for r in [*records, *edges]}
         if len(bounds) != 1 or len({r.service for r in records}) != len(records):
@@ -300,10 +363,24 @@ class SuspectRanker:
         pooled_rate = self._pooled_error_rate()
         measures = {r.service: _measures(r, outgoing_gap.get(r.service, 0.0)) for r in records}
         judged = {r.service: self._judge(r, measures[r.service], pooled_rate) for r in records}
-        tests = len(LOCAL_SIGNALS) * len(records)
-        suspects = self._attribute(judged, tests)
+        shaped: dict[str, list[ShapeEvidence]] = {}
+        if shape is not None:
+            for e in self._shape.judge(shape):
+                shaped.setdefault(e.service, []).append(e)
+                judged.setdefault(e.service, {})
+            for t in shape.traces:
+                for v in t.visits:
+                    for c in v.calls:
+                        self._graph.add_edge(v.service, c.callee)
+        tests = len(LOCAL_SIGNALS) * len(records) + sum(map(len, shaped.values()))
+        present = {r.service for r in records} | ({v.service for t in shape.traces for v in t.visits} if shape else set())
+        suspects = self._with_silent(self._attribute(judged, shaped, tests), present, weight, tests)
+        self._last_scores.update({s.service: (s.score, s.evidence.get("silent_since_ms", end_ms)) for s in suspects})
+        self._last_scores = {k: v for k, v in self._last_scores.items() if v[0] > 0}
         for r in records:
             self._absorb(r, measures[r.service], judged[r.service], weight)
+        if shape is not None:
+            self._shape.absorb(shape, weight)
         return WindowVerdict(start_ms, end_ms, self.policy.flag_surprise(tests), suspects)
 
     def _advance(self, start_ms: int, size_ms: int) -> float:
@@ -323,6 +400,7 @@ class SuspectRanker:
         self._population.decay(factor)
         for baseline in self._baselines.values():
             baseline.decay(factor)
+        self._shape.decay(factor)
         return step_ms / size_ms
 
     def _pooled_error_rate(self) -> float:
@@ -350,16 +428,20 @@ class SuspectRanker:
         """
         baseline = self._baselines[record.service]
         self._population.absorb(measures[ERRORS], record.spans, weight)
-        limit = self.policy.affected_surprise
+        limit = self.policy.absorb_surprise
         if judged[ERRORS].surprise < limit:
             baseline.errors.absorb(measures[ERRORS], record.spans, weight)
         for signal in LATENCY_SIGNALS:
             if signal in measures and judged[signal].surprise < limit:
                 baseline.latency[signal].absorb(math.log1p(measures[signal]), weight, self.policy)
 
-    @staticmethod
-    def _evidence(signals: dict[str, _Judged]) -> dict:
-        ev: dict = {"signal": max((k for k in LOCAL_SIGNALS if k in signals), key=lambda k: signals[k].surprise)}
+    def _evidence(self, signals: dict[str, _Judged], shaped: list[ShapeEvidence]) -> dict:
+        local = [(signals[k].surprise, k) for k in LOCAL_SIGNALS if k in signals]
+        local += [(self.policy.weight(e.signal) * e.surprise, e.signal) for e in shaped]
+        ev: dict = {"signal": max(local, key=lambda x: (x[0], x[1] in LOCAL_SIGNALS))[1] if local else None}
+        if shaped:
+            top = sorted(shaped, key=lambda e: (-e.surprise, e.signal, e.key))[: self.policy.example_traces + 2]
+            ev["shape"] = [e.as_dict() for e in top if e.surprise > 0]
         for signal, j in sorted(signals.items()):
             if signal == ERRORS:
                 ev["error_origins"] = int(j.value)
@@ -372,7 +454,24 @@ class SuspectRanker:
         ev["surprise"] = {signal: round(j.surprise, 3) for signal, j in sorted(signals.items())}
         return ev
 
-    def _attribute(self, judged: dict[str, dict[str, _Judged]], tests: int) -> list[Suspect]:
+    def _with_silent(self, suspects: list[Suspect], present: set[str], weight: float, tests: int) -> list[Suspect]:
+        """Services scored before that answered nothing in this window (no record, no visit) keep
+        their last score, drained by `silent_drain` per window of data, unless they score more now."""
+        flag = self.policy.flag_surprise(tests)
+        by_service = {s.service: s for s in suspects}
+        for service in sorted(set(self._last_scores) - present):
+            last, since = self._last_scores[service]
+            score = max(0.0, last - weight * self.policy.silent_drain)
+            now = by_service.get(service)
+            if score <= 0 or (now is not None and now.score >= score):
+                continue
+            ev = dict(now.evidence) if now is not None else {"explains": [], "explained_by": []}
+            ev.update({"signal": "silent", "silent_since_ms": since, "last_score": round(last, 6)})
+            confidence = max(0.0, 1.0 - tests * 10.0 ** (-score))
+            by_service[service] = Suspect(service, round(score, 6), round(confidence, 6), score >= flag, ev)
+        return sorted(by_service.values(), key=lambda s: (-s.score, s.service))
+
+    def _attribute(self, judged: dict[str, dict[str, _Judged]], shaped: dict[str, list[ShapeEvidence]], tests: int) -> list[Suspect]:
         """Local scores, discounted where another affected service explains them.
 
         Explanations run along the affected part of the call graph. An affected descendant with a
@@ -388,20 +487,24 @@ class SuspectRanker:
         def hit(service: str, signal: str) -> bool:
             return signal in judged[service] and judged[service][signal].surprise >= limit
 
-        local = {s: max(signals[k].surprise for k in LOCAL_SIGNALS if k in signals) for s, signals in judged.items()}
-        paths = self._graph.subgraph(s for s, signals in judged.items() if any(j.surprise >= limit for j in signals.values()))
+        own = {s: max([signals[k].surprise for k in LOCAL_SIGNALS if k in signals]
+                      + [e.surprise for e in shaped.get(s, []) if e.signal not in INDIRECT_SIGNALS], default=0.0)
+               for s, signals in judged.items()}
+        local = {s: max([own[s]] + [policy.weight(e.signal) * e.surprise for e in shaped.get(s, [])]) for s in judged}
+        paths = self._graph.subgraph(s for s, signals in judged.items()
+                                     if any(j.surprise >= limit for j in signals.values()) or local[s] >= limit)
         gap_of = {
             c: sorted(p for p in paths.predecessors(c) if hit(p, SELF_TIME))
             for c in sorted(paths)
             if hit(c, INBOUND_GAP) and not hit(c, SELF_TIME)
         }
-        roots = {c for c in paths if local[c] >= limit and not gap_of.get(c)}
+        roots = {c for c in paths if own[c] >= limit and not gap_of.get(c)}
         explained_by = {s: sorted((nx.descendants(paths, s) & roots) | set(gap_of.get(s, []))) for s in sorted(paths)}
         suspects = []
         for service in sorted(judged):
             culprits = explained_by.get(service, [])
             score = local[service] * (policy.explained_discount if culprits else 1.0)
-            ev = self._evidence(judged[service])
+            ev = self._evidence(judged[service], shaped.get(service, []))
             ev["explains"] = sorted(s for s, by in explained_by.items() if service in by)
             ev["explained_by"] = culprits
             # 1 - the Bonferroni-adjusted p-value: flagged exactly when confidence >= 1 - flag_alpha.

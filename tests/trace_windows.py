@@ -1,168 +1,27 @@
-"""An independent, plain-Python reference for the per-window aggregates Flink SQL computes from spans.
-
-The Flink SQL implementation is checked against this module, so every definition is spelled out here.
-
-Input: spans (tests/otlp_reference.py), deduplicated on (trace_id, span_id) — the first occurrence
-wins, because some exports repeat a span verbatim.
-
-Structure, over the whole input (not only one window):
-- the *children* of a span are the spans of the same trace whose parent_span_id is its span_id;
-- its *parent* is the span of the same trace whose span_id is its parent_span_id (may be absent).
-- duration(s) = (end - start) in ms, as a float.
-
-Windows: event time is a span's end time in epoch milliseconds, ``end // 1_000_000`` (what a
-TIMESTAMP_LTZ(3) holds). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
-a window of `size` ms with `slide` ms covers [k*slide, k*slide + size) for integer k, and an item
-belongs to every window whose interval holds its event time (tumbling: slide = size).
-
-Items: a *span* is windowed by its own end time; a *cross-service pair* (a parent span in service
-A with a child span in service B, A != B) by the parent's end time, when the caller sees the call
-complete. So a CLIENT span's exclusive time (its caller's self time) and its pair's gap always fall
-in the same window.
-
-ServiceWindow, key = service; emitted for a (service, window) with at least one of its spans or
-one pair into it (the two aggregations full-outer-joined; a side without items gives zeros / None):
-- spans: its spans; server_spans: those of kind SERVER (2); errors: those in error;
-- error_origins: spans in error none of whose children is in error;
-- server_p50_ms / server_p95_ms: percentile of the SERVER spans' durations, linear interpolation
-  between closest ranks at position q*(n-1) (Flink's PERCENTILE, numpy's default); None without
-  SERVER spans;
-- self_ms_total: sum of exclusive times, exclusive(s) = duration(s) minus the length of the union of
-  its children's intervals clipped to [s.start, s.end], clamped at >= 0;
-- inbound_calls / inbound_gap_ms_total: over the pairs CLIENT (3) parent -> SERVER (2) child whose
-  child is in this service: their count and the sum of max(0, duration(parent) - duration(child)).
-
-EdgeWindow, key = (parent's service, child's service), over all cross-service pairs (any kinds):
-- calls: the pairs; client_errors: those whose parent is in error; server_errors: those whose
-  child is in error; gap_ms_total: sum of max(0, duration(parent) - duration(child)).
-So the CLIENT→SERVER edges into a service add up to its inbound_calls and inbound_gap_ms_total.
-"""
+"""The per-window aggregates (defined in stormwatch/window_aggregates.py, the reference Flink SQL must
+match) of the labelled TrainTicket files, and the evaluation protocol of the suspects ranker."""
 
 from __future__ import annotations
 
 import json
-import math
-from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormwatch.suspects import EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict
-from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
-
-SERVER, CLIENT = 2, 3
-NS_PER_MS = 1_000_000
-
-
-@dataclass(frozen=True)
-class Window:
-    """The records of one window, as the ranker receives them."""
-
-    start_ms: int
-    end_ms: int
-    services: list[ServiceWindow]
-    edges: list[EdgeWindow]
-
-
-def dedupe(spans: Iterable[Span]) -> list[Span]:
-    seen: dict[tuple[str, str], Span] = {}
-    for s in spans:
-        seen.setdefault((s.trace_id, s.span_id), s)
-    return list(seen.values())
-
-
-def duration_ms(s: Span) -> float:
-    return (s.end - s.start) / NS_PER_MS
-
-
-def exclusive_ns(span: Span, children: list[Span]) -> int:
-    """Duration minus the union of the children's intervals clipped to the span's own interval."""
-    covered, reach = 0, span.start
-    for lo, hi in sorted((max(c.start, span.start), min(c.end, span.end)) for c in children):
-        lo = max(lo, reach)
-        if hi > lo:
-            covered += hi - lo
-            reach = hi
-    return max(0, span.end - span.start - covered)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def window_starts(event_ms: int, size_ms: int, slide_ms: int) -> list[int]:
-    """Starts of the windows [k*slide, k*slide + size) that hold event_ms, oldest first."""
-    last = event_ms - event_ms % slide_ms
-    return [start for start in range(last - (size_ms - 1) // slide_ms * slide_ms, last + 1, slide_ms) if start + size_ms > event_ms]
-
-
-def gap_ms(pair: tuple[Span, Span]) -> float:
-    parent, child = pair
-    return max(0.0, duration_ms(parent) - duration_ms(child))
-
-
-def aggregate(spans: Iterable[Span], size_s: float, slide_s: float | None = None) -> list[Window]:
-    """The windows (oldest first) of ServiceWindow and EdgeWindow records, each sorted by key."""
-    size_ms = round(size_s * 1000)
-    slide_ms = round((slide_s if slide_s is not None else size_s) * 1000)
-    spans = dedupe(spans)
-    by_id = {(s.trace_id, s.span_id): s for s in spans}
-    children: dict[tuple[str, str], list[Span]] = defaultdict(list)
-    for s in spans:
-        if s.parent_span_id is not None:
-            children[(s.trace_id, s.parent_span_id)].append(s)
-
-    own: dict[tuple[int, str], list[Span]] = defaultdict(list)
-    inbound: dict[tuple[int, str], list[tuple[Span, Span]]] = defaultdict(list)
-    pairs: dict[tuple[int, str, str], list[tuple[Span, Span]]] = defaultdict(list)
-    for s in spans:
-        for start in window_starts(s.end // NS_PER_MS, size_ms, slide_ms):
-            own[(start, s.service_name)].append(s)
-        parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id else None
-        if parent is None or parent.service_name == s.service_name:
-            continue
-        for start in window_starts(parent.end // NS_PER_MS, size_ms, slide_ms):
-            pairs[(start, parent.service_name, s.service_name)].append((parent, s))
-            if parent.kind == CLIENT and s.kind == SERVER:
-                inbound[(start, s.service_name)].append((parent, s))
-
-    windows: dict[int, Window] = {}
-    for start, service in sorted(own.keys() | inbound.keys()):
-        members, calls = own.get((start, service), []), inbound.get((start, service), [])
-        server = [duration_ms(s) for s in members if s.kind == SERVER]
-        record = ServiceWindow(
-            service=service,
-            window_start_ms=start,
-            window_end_ms=start + size_ms,
-            spans=len(members),
-            server_spans=len(server),
-            errors=sum(s.error for s in members),
-            error_origins=sum(s.error and not any(c.error for c in children[(s.trace_id, s.span_id)]) for s in members),
-            server_p50_ms=percentile(server, 0.5) if server else None,
-            server_p95_ms=percentile(server, 0.95) if server else None,
-            self_ms_total=sum(exclusive_ns(s, children[(s.trace_id, s.span_id)]) for s in members) / NS_PER_MS,
-            inbound_calls=len(calls),
-            inbound_gap_ms_total=sum(map(gap_ms, calls)),
-        )
-        windows.setdefault(start, Window(start, start + size_ms, [], [])).services.append(record)
-    for (start, caller, callee), edge in sorted(pairs.items()):
-        windows[start].edges.append(
-            EdgeWindow(
-                caller=caller,
-                callee=callee,
-                window_start_ms=start,
-                window_end_ms=start + size_ms,
-                calls=len(edge),
-                client_errors=sum(p.error for p, _ in edge),
-                server_errors=sum(c.error for _, c in edge),
-                gap_ms_total=sum(map(gap_ms, edge)),
-            )
-        )
-    return [windows[start] for start in sorted(windows)]
+from stormwatch.suspects import SuspectPolicy, SuspectRanker, WindowVerdict
+from stormwatch.window_aggregates import (  # noqa: F401  (re-exported for the tests)
+    CLIENT,
+    NS_PER_MS,
+    SERVER,
+    Window,
+    aggregate,
+    dedupe,
+    duration_ms,
+    exclusive_ns,
+    gap_ms,
+    percentile,
+    window_starts,
+)
+from tests.otlp_reference import SHARED_DATA, spans_of_file
 
 
 def windows_of_file(path: Path, size_s: float, slide_s: float | None = None) -> list[Window]:
