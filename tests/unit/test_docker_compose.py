@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from stormwatch.config import load
+from stormwatch.demo import JOBS
 from stormwatch.runtime.flink_cluster import PYTHON_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,11 +130,43 @@ def test_project_paths_in_image_exist():
         assert in_repo(path).exists(), path
 
 
-def test_submit_runs_a_job_that_exists_on_the_configured_jobmanager():
-    (job,) = command_values("submit", "-py")
-    assert in_repo(job).is_file()
+def submit_script() -> str:
+    return " ".join(SERVICES["submit"]["command"])
+
+
+def test_submit_runs_the_whole_chain_on_the_configured_jobmanager():
+    jobs = command_values("submit", "-py")
+    for job in jobs:
+        assert in_repo(job).is_file(), job
+    # Every job of the product, each submitted once: what the demo runs.
+    assert sorted(Path(job).stem for job in jobs) == sorted(JOBS)
     rest = f"{DOCKER_CONFIG.get('flink', 'rest_address')}:{DOCKER_CONFIG.get('flink', 'rest_port')}"
     assert set(command_values("submit", "-m")) == {rest}
+    # One `flink list` per job, on the same JobManager, before its `flink run`.
+    assert submit_script().count("flink list --running") == len(JOBS)
+
+
+def test_submit_skips_only_the_job_that_is_running():
+    """Each job is looked for under the name it runs as (jobs/*.py: `stormwatch-<job>`), so starting
+    the service again submits exactly the jobs that are not running."""
+    script = submit_script()
+    for job in JOBS:
+        source = (ROOT / "jobs" / f"{job}.py").read_text()
+        assert f'JOB = "{job}"' in source and 'f"stormwatch-{JOB}"' in source, job
+        looked_for = script.index(f"grep -q ' : stormwatch-{job} ('")
+        submitted = script.index(f"-py {IMAGE_HOME}/jobs/{job}.py")
+        assert looked_for < submitted
+        # Nothing between the check and the job's own `flink run` submits another job.
+        assert script[looked_for:submitted].count("flink run") == 1
+    assert "--detached" in script and script.count("flink run --detached") == len(JOBS)
+    # Compose would substitute $NAME itself, before bash sees it.
+    assert "$" not in script.replace("$$", "")
+
+
+def test_taskmanager_has_a_slot_for_every_subtask_of_every_job():
+    flink = DOCKER_CONFIG.section("flink")
+    props = flink_properties("taskmanager")
+    assert props["taskmanager.numberOfTaskSlots"] >= len(JOBS) * flink["parallelism"]
 
 
 def test_published_ports_are_the_configured_ones():
