@@ -33,7 +33,9 @@ one pair into it (the two aggregations full-outer-joined; a side without items g
 
 EdgeWindow, key = (parent's service, child's service), over all cross-service pairs (any kinds):
 - calls: the pairs; client_errors: those whose parent is in error; server_errors: those whose
-  child is in error; gap_ms_total: sum of max(0, duration(parent) - duration(child)).
+  child is in error; gap_ms_total: sum of max(0, duration(parent) - duration(child)) over the pairs
+  CLIENT (3) parent -> SERVER (2) child (an RPC's network and queueing time; a message, or a hop
+  through an uninstrumented proxy, has no such gap).
 So the CLIENT→SERVER edges into a service add up to its inbound_calls and inbound_gap_ms_total.
 """
 
@@ -157,7 +159,7 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None) -> l
                 calls=len(edge),
                 client_errors=sum(p.error for p, _ in edge),
                 server_errors=sum(c.error for _, c in edge),
-                gap_ms_total=sum(map(gap_ms, edge)),
+                gap_ms_total=sum(gap_ms(pair) for pair in edge if pair[0].kind == CLIENT and pair[1].kind == SERVER),
             )
         )
     return [windows[start] for start in sorted(windows)]
