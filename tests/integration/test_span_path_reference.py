@@ -43,7 +43,7 @@ def test_every_window_of_every_file_equals_the_independent_reference(config, top
     # One partition: a replay at full speed keeps event-time order only there (see the test config).
     produce(config, names["source"], batches, partition=0)
     result = stormwatch("run", "spans", "--", "--bounded", "--group-id", f"spans-{names['source']}",
-                        *[f"--topic={role}={name}" for role, name in names.items()], config=run_config, timeout=600)
+                        *[f"--topic={role}={name}" for role, name in names.items()], config=run_config, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
 
     topology = config.section("pipeline", "topology")
