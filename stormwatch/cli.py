@@ -136,6 +136,7 @@ SQL_CLIENT_TABLES = [
     "tables/stormwatch_service_windows",
     "tables/stormwatch_error_breaks",
     "tables/stormwatch_latency_stages",
+    "tables/stormwatch_span_instances",
     "tables/stormwatch_suspects",
     "tables/stormwatch_topology_snapshots",
     "tables/stormwatch_edge_events",
