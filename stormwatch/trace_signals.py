@@ -72,7 +72,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scipy import special, stats
+from scipy import special
 
 from stormwatch.traces import Trace
 
@@ -169,6 +169,8 @@ class _Share:
         share = a / (a + b)
         if n <= 0:
             return share, 0.0
+        from scipy import stats  # here, not at import: scipy.stats hangs PyFlink's thread-mode interpreters
+
         upper = float(stats.betabinom.sf(k - 1, n, a, b)) if k > 0 else 1.0
         lower = float(stats.betabinom.cdf(k, n, a, b))
         return share, surprise_of(min(1.0, 2 * min(upper, lower)))
@@ -415,6 +417,8 @@ class ShapeJudge:
                 ef = len(on[op] & anomalous)
                 if ef == 0:
                     continue
+                from scipy import stats  # here, not at import (see above)
+
                 s = surprise_of(stats.hypergeom.sf(ef - 1, n_all, f_all, n))
                 ochiai = ef / math.sqrt(f_all * n)
                 out.append(ShapeEvidence(op[0], TRACE_SPECTRUM, op, ochiai, None, s, tuple(sorted(on[op] & anomalous)[: p.example_traces])))
