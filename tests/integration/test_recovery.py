@@ -59,10 +59,13 @@ def staged(config, kafka, flink_cluster):
     run_bounded(names, ["spans", "health"])
     reference = {role: Counter((k, v) for _, k, v in records(config, names[role])) for role in OUTPUTS}
     assert sum(reference["breaker_decisions"].values()) > 0
-    # In the order the span path wrote them, bucket by bucket across both partitions (a consumer hands
-    # out one partition's records before the other's): fed so, no partition runs ahead of the other.
-    figures = sorted(records(config, names["span_instances"]), key=lambda r: json.loads(r[2])["bucket_end_ms"])
-    return {"names": names, "spans": figures, "reference": reference}
+    # What health reads of the span path, in the order the span path wrote it: per-instance figures
+    # bucket by bucket and the edges window by window, across both partitions (a consumer hands out one
+    # partition's records before the other's). Fed so, no input runs ahead of another.
+    fed = [("span_instances", r, json.loads(r[2])["bucket_end_ms"]) for r in records(config, names["span_instances"])]
+    fed += [("edges", r, json.loads(r[2])["window_end_ms"]) for r in records(config, names["edges"])]
+    fed.sort(key=lambda f: f[2])
+    return {"names": names, "spans": [(role, r) for role, r, _ in fed], "reference": reference}
 
 
 class LiveRun:
@@ -71,7 +74,7 @@ class LiveRun:
 
     def __init__(self, config, cluster, staged):
         self.config, self.cluster = config, cluster
-        self.names = {**staged["names"], **new_topics(config, ("span_instances", *OUTPUTS))}
+        self.names = {**staged["names"], **new_topics(config, ("span_instances", "edges", *OUTPUTS))}
         self.args = ["--group-id", f"health-{self.names['span_instances']}",
                      *[f"--topic={role}={name}" for role, name in self.names.items()]]
         self.job_id = self.submit()
@@ -90,24 +93,26 @@ class LiveRun:
         wait_until(lambda: self.state() == "RUNNING" and self.cluster.checkpoints(self.job_id)["counts"]["completed"] > before,
                    180, f"a new checkpoint of job {self.job_id}", interval=1.0)
 
-    def feed(self, spans: list[tuple[int, bytes, bytes]], disrupt: Callable[[int], None]) -> None:
+    def feed(self, spans: list[tuple[str, tuple[int, bytes, bytes]]], disrupt: Callable[[int], None]) -> None:
         client = producer(self.config)
         try:
             size = -(-len(spans) // CHUNKS)
             for chunk in range(CHUNKS):
-                for partition, key, value in spans[chunk * size:(chunk + 1) * size]:
-                    client.send(self.names["span_instances"], key=key, value=value, partition=partition)
+                for role, (partition, key, value) in spans[chunk * size:(chunk + 1) * size]:
+                    client.send(self.names[role], key=key, value=value, partition=partition)
                 client.flush()
                 if chunk < CHUNKS - 1:
                     disrupt(chunk)
-            # A bucket an hour later on each partition moves the watermark past every window of the storm
-            # (the undisturbed run closed them at the end of its bounded input).
-            for partition in sorted({p for p, _, _ in spans}):
-                last = json.loads(next(v for p, _, v in reversed(spans) if p == partition))
-                hour = 3600 * 1000
-                flush = {**last, "example_trace_id": "f" * 32, "bucket_start_ms": last["bucket_start_ms"] + hour,
-                         "bucket_end_ms": last["bucket_end_ms"] + hour}
-                client.send(self.names["span_instances"], value=json.dumps(flush).encode(), partition=partition)
+            # A record an hour later on each partition of each input moves the watermark past every window
+            # of the storm (the undisturbed run closed them at the end of its bounded input).
+            hour = 3600 * 1000
+            for role, fields in (("span_instances", ("bucket_start_ms", "bucket_end_ms")),
+                                 ("edges", ("window_start_ms", "window_end_ms"))):
+                mine = [r for rl, r in spans if rl == role]
+                for partition in sorted({p for p, _, _ in mine}):
+                    partition_key, last = next((k, json.loads(v)) for p, k, v in reversed(mine) if p == partition)
+                    flush = {**last, "example_trace_id": "f" * 32, **{f: last[f] + hour for f in fields}}
+                    client.send(self.names[role], key=partition_key, value=json.dumps(flush).encode(), partition=partition)
             client.flush()
         finally:
             client.close()
