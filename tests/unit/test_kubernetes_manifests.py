@@ -19,6 +19,7 @@ import yaml
 
 from stormwatch.config import load
 from stormwatch.demo import JOBS
+from tests.unit.test_docker_compose import keys  # every dotted key of a configuration
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -146,15 +147,6 @@ def kubernetes_config(tmp_path: Path):
     path = tmp_path / name
     path.write_text(text.replace(f'"{base}"', f'"{in_repo(base)}"', 1))
     return name, load(path)
-
-
-def keys(node: dict, prefix: str = "") -> set[str]:
-    out = set()
-    for key, value in node.items():
-        out.add(prefix + key)
-        if isinstance(value, dict):
-            out |= keys(value, f"{prefix}{key}.")
-    return out
 
 
 # --- the CRD copy ---------------------------------------------------------------------------------
