@@ -27,15 +27,20 @@ def tables(encoding: str) -> list[str]:
     return ["tables/otlp_spans", "tables/stormwatch_spans", "tables/stormwatch_dead_letters"]
 
 
+def source_variables(config, names: dict[str, str], args, group: str) -> dict:
+    """The SQL variables of a job reading otlp_spans with consumer group `group`."""
+    # Kafka settings only this source needs: see [pipeline.spans.source_properties] for why.
+    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
+    return catalog.variables(config, names, {**source_options(args, group), **tuned})
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
     names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     group = args.group_id or config.get("pipeline", "spans", "consumer_group")
     encoding = config.get("pipeline", "spans", "encoding")
-    # Kafka settings only this source needs: see [pipeline.spans.source_properties] for why.
-    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
-    variables = catalog.variables(config, names, {**source_options(args, group), **tuned})
+    variables = source_variables(config, names, args, group)
     run_sql_job(config, JOB, load_statements(tables(encoding), variables), variables, args, group)
 
 

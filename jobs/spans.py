@@ -20,7 +20,8 @@ from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
 from jobs import suspects
-from jobs.common import Inserts, add_statements, define, parse_args, setup, source_options
+from jobs.common import Inserts, add_statements, define, parse_args, setup
+from jobs.flatten_spans import source_variables
 from jobs.flatten_spans import tables as decoding_tables
 from stormwatch import catalog
 from stormwatch.flink_env import job_jars, stream_table_environment
@@ -70,8 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     # The span path's own group: flatten_spans (the optional export of flattened spans) reads the same topic.
     group = args.group_id or config.get("pipeline", "topology", "consumer_group")
     encoding = config.get("pipeline", "spans", "encoding")
-    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
-    variables = span_variables(config, catalog.variables(config, names, {**source_options(args, group), **tuned}))
+    variables = span_variables(config, source_variables(config, names, args, group))
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
     # Each file once: the decoder's tables and the suspects' outputs share the dead letters.
