@@ -1,5 +1,12 @@
 package io.stormwatch.flink.traces;
 
+import org.apache.flink.core.memory.DataInputDeserializer;
+import org.apache.flink.core.memory.DataOutputSerializer;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+
 /**
  * One span as the trace assembler keeps it in keyed state: the fields every per-trace fact reads.
  * A POJO (public fields, no-arg constructor), so Flink serializes it without Kryo. Times in ns.
@@ -8,6 +15,10 @@ package io.stormwatch.flink.traces;
  * some trace (possibly another) that names the span {@code probeOf} of this trace in its links. It is
  * routed to the linked trace's key, so the producer's trace pairs it with the producer when it is
  * assembled (messaging edges across traces without a join).
+ *
+ * In keyed state a record is kept as the bytes of {@link #encode()}: a checkpoint of the heap state
+ * backend then copies each held span as one array, where Flink's POJO serializer writes every string
+ * a character at a time (most of the span path's checkpoint cost, measured: bench/README.md).
  */
 public class SpanRecord {
     public String traceId;
@@ -32,6 +43,77 @@ public class SpanRecord {
     public long kafkaOffset;
 
     public SpanRecord() {}
+
+    /** This record as compact bytes: strings as UTF-8 with their length (-1 for null), numbers as is. */
+    public byte[] encode() {
+        DataOutputSerializer out = new DataOutputSerializer(256);
+        try {
+            for (String f : new String[] {traceId, spanId, parentSpanId, service, instance, name, kind, status, callee,
+                    probeOf, route}) {
+                writeString(out, f);
+            }
+            out.writeLong(start);
+            out.writeLong(end);
+            out.writeInt(kafkaPartition);
+            out.writeLong(kafkaOffset);
+            out.writeInt(links == null ? -1 : links.length);
+            if (links != null) {
+                for (String link : links) writeString(out, link);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e); // an in-memory buffer: cannot happen
+        }
+        return out.getCopyOfBuffer();
+    }
+
+    /** The record {@link #encode()} made these bytes of. */
+    public static SpanRecord decode(byte[] bytes) {
+        DataInputDeserializer in = new DataInputDeserializer(bytes);
+        SpanRecord r = new SpanRecord();
+        try {
+            r.traceId = readString(in);
+            r.spanId = readString(in);
+            r.parentSpanId = readString(in);
+            r.service = readString(in);
+            r.instance = readString(in);
+            r.name = readString(in);
+            r.kind = readString(in);
+            r.status = readString(in);
+            r.callee = readString(in);
+            r.probeOf = readString(in);
+            r.route = readString(in);
+            r.start = in.readLong();
+            r.end = in.readLong();
+            r.kafkaPartition = in.readInt();
+            r.kafkaOffset = in.readLong();
+            int links = in.readInt();
+            if (links >= 0) {
+                r.links = new String[links];
+                for (int i = 0; i < links; i++) r.links[i] = readString(in);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("span record bytes that encode() did not make", e);
+        }
+        return r;
+    }
+
+    private static void writeString(DataOutputSerializer out, String s) throws IOException {
+        if (s == null) {
+            out.writeInt(-1);
+            return;
+        }
+        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+        out.writeInt(utf8.length);
+        out.write(utf8);
+    }
+
+    private static String readString(DataInputDeserializer in) throws IOException {
+        int n = in.readInt();
+        if (n < 0) return null;
+        byte[] utf8 = new byte[n];
+        in.readFully(utf8);
+        return new String(utf8, StandardCharsets.UTF_8);
+    }
 
     public boolean error() {
         return "STATUS_CODE_ERROR".equals(status);

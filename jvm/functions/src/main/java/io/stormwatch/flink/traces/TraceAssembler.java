@@ -4,6 +4,7 @@ import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.metrics.Counter;
@@ -60,7 +61,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     private final double[] boundsMs;
     private final String sourceTopic, job;
 
-    private transient ListState<SpanRecord> spans;
+    /** The trace's spans and probes, each as {@link SpanRecord#encode()}'s bytes. */
+    private transient ListState<byte[]> spans;
     /** [earliest end, latest end, timer, latest PRODUCER end or Long.MIN_VALUE], in ms. */
     private transient ValueState<long[]> meta;
     /** Set once the trace is assembled: until when later spans of it are refused. */
@@ -110,7 +112,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     @Override
     public void open() throws Exception {
         super.open();
-        spans = getRuntimeContext().getListState(new ListStateDescriptor<>("spans", SpanRecord.class));
+        spans = getRuntimeContext().getListState(new ListStateDescriptor<>("span-bytes",
+                PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
         ValueStateDescriptor<long[]> metaDescriptor = new ValueStateDescriptor<>("trace", long[].class);
         meta = getRuntimeContext().getState(metaDescriptor);
         assembled = getRuntimeContext().getState(new ValueStateDescriptor<>("assembled", Types.LONG));
@@ -167,7 +170,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         if (!probe && TraceFacts.PRODUCER.equals(s.kind)) {
             m[3] = Math.max(m[3], endMs);
         }
-        spans.add(s);
+        spans.add(s.encode());
         long fireAt = m[1] + quietMs;
         if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
         fireAt = Math.min(fireAt, m[0] + maxHoldMs);
@@ -189,7 +192,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             return;
         }
         List<SpanRecord> records = new ArrayList<>();
-        for (SpanRecord r : spans.get()) records.add(r);
+        for (byte[] r : spans.get()) records.add(SpanRecord.decode(r));
         TraceFacts.derive(records, partials);
         traces.inc();
         release(m[0]);
