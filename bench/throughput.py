@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import heapq
+import inspect
 import json
 import os
 import platform
@@ -159,10 +161,12 @@ class Input:
         return sum(c[max(0, min(read.get(p, 0), len(c) - 1))] for p, c in enumerate(self.cumulative))
 
 
-def write_input(config: Config, topic: str, chunks: Iterable[tuple[list[bytes], list[int]]]) -> Input:
+def write_input(config: Config, topic: str, chunks: Iterable[tuple[list[bytes], list[int]]],
+                record: Path | None = None) -> Input:
     """Produce the input, chunk by chunk of (messages, the spans of each), message i to partition
     i % PARTITIONS, and check that the topic holds exactly it, or stop: nothing is timed on a partial
-    input. The producer is not transactional, so end offsets count records."""
+    input. The producer is not transactional, so end offsets count records. What was produced is
+    recorded in `record`, for later runs of the same code (`reused_input`)."""
     create_topics(config, {topic: {"partitions": PARTITIONS}})
     sizes: list[int] = []
     spans: list[int] = []
@@ -180,15 +184,51 @@ def write_input(config: Config, topic: str, chunks: Iterable[tuple[list[bytes], 
     finally:
         client.close()
     data = Input.of(topic, sizes, spans)
+    problem = unlike(config, data)
+    if problem:
+        raise SystemExit(f"input: {problem}")
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"topic": topic, "sizes": sizes, "spans": spans}))
+    return data
+
+
+def unlike(config: Config, data: Input) -> str | None:
+    """What differs between the topic and the input as produced (None: it holds exactly those
+    messages, from offset 0 on each partition)."""
     client = consumer(config)
     try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        if data.topic not in client.topics():
+            return f"no topic {data.topic}"
+        partitions = [TopicPartition(data.topic, p) for p in range(PARTITIONS)]
         begins = {tp.partition: o for tp, o in client.beginning_offsets(partitions).items()}
         ends = {tp.partition: o for tp, o in client.end_offsets(partitions).items()}
     finally:
         client.close()
     if begins != dict.fromkeys(range(PARTITIONS), 0) or ends != data.per_partition():
-        raise SystemExit(f"input: {topic} holds offsets {begins} to {ends}, not the {data.per_partition()} messages sent")
+        return f"{data.topic} holds offsets {begins} to {ends}, not the {data.per_partition()} messages sent"
+    return None
+
+
+def input_record(config: Config, spans_wanted: int, encoding: str) -> Path:
+    """Where a produced input is recorded for later runs: named by what makes its messages (the span
+    count, the encoding, the seed, and the code that generates and encodes them)."""
+    code = hashlib.sha256(f"{inspect.getsource(request_chunks)} {TRACE_RATE} {MAX_SPANS_PER_MESSAGE} {PARTITIONS}".encode())
+    for path in sorted([*(ROOT / "stormwatch" / "traffic").glob("*.py"), ROOT / "stormwatch" / "otlp_encoding.py"]):
+        code.update(path.read_bytes())
+    return config.runtime_dir / "inputs" / f"{encoding}-{spans_wanted}-seed{SEED}-{code.hexdigest()[:12]}.json"
+
+
+def reused_input(record: Path, config: Config) -> Input | None:
+    """The input an earlier run produced with the same code, if its topic still holds exactly it."""
+    if not record.exists():
+        return None
+    saved = json.loads(record.read_text())
+    data = Input.of(saved["topic"], saved["sizes"], saved["spans"])
+    problem = unlike(config, data)
+    if problem:
+        print(f"input: not reusing {record.name}: {problem}", flush=True)
+        return None
     return data
 
 
@@ -356,6 +396,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "throughput.md")
     parser.add_argument("--json", type=Path, default=RESULTS / "throughput.json")
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
+    parser.add_argument("--fresh-input", action="store_true",
+                        help="produce the input anew even if an earlier run of the same code left it on the broker")
     parser.add_argument("--profile", type=Path, default=None,
                         help="record the TaskManager with Java Flight Recorder while the job under test runs: "
                              "DIR/<job>.jfr and its hot code in DIR/<job>-profile.md (bench/jfr_top.py)")
@@ -369,11 +411,17 @@ def main(argv: list[str]) -> None:
     print(broker.start(), flush=True)
     try:
         print(cluster.start(), flush=True)
-        encode_request = encoder(config.get("pipeline", "spans", "encoding"))
-        chunks = (([encode_request(r) for r in requests], [spans_in(r) for r in requests])
-                  for requests in request_chunks(args.spans))
+        encoding = config.get("pipeline", "spans", "encoding")
+        record = input_record(config, args.spans, encoding)
         suffix = uuid.uuid4().hex[:8]
-        data = write_input(config, f"bench_source_{suffix}", chunks)
+        data = None if args.fresh_input else reused_input(record, config)
+        if data is None:
+            encode_request = encoder(encoding)
+            chunks = (([encode_request(r) for r in requests], [spans_in(r) for r in requests])
+                      for requests in request_chunks(args.spans))
+            data = write_input(config, f"bench_source_{suffix}", chunks, record)
+        else:
+            print(f"input: reusing {data.topic}, produced by an earlier run of the same code ({record.name})", flush=True)
         print(f"input: {data.spans:,} spans in {data.messages:,} messages, {data.bytes:,} bytes, per partition "
               f"{data.per_partition()}: verified", flush=True)
         outputs = {role: f"bench_{role}_{suffix}" for role in OUTPUT_ROLES}
