@@ -10,7 +10,7 @@ from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.table import EnvironmentSettings, StreamTableEnvironment, TableEnvironment
 
-from stormwatch.config import Config
+from stormwatch.config import PROJECT_ROOT, Config
 
 
 class MissingJarError(FileNotFoundError):
@@ -37,7 +37,12 @@ def job_configuration(config: Config, job_name: str, restore_from: str | None = 
         # not whatever `python` is on the PATH. Thread mode embeds the interpreter in the JVM, which
         # does not see a virtualenv's packages unless they are on its path.
         "python.executable": sys.executable,
-        "python.pythonpath": os.pathsep.join(site.getsitepackages()),
+        # The project's own folder first, where it exists on the worker (the local cluster): every job a
+        # TaskManager runs shares its one embedded interpreter and its imported modules, so packages
+        # imported from a job's shipped copy (a temporary folder, deleted when that job ends) would
+        # leave the next job unable to import what the first had not (ModuleNotFoundError after a
+        # redeployment). Elsewhere the shipped copy (--pyFiles) is what is found.
+        "python.pythonpath": os.pathsep.join([str(PROJECT_ROOT), *site.getsitepackages()]),
         # Checkpoints and savepoints beside the project's other runtime files, unless configured.
         "execution.checkpointing.dir": (config.runtime_dir / "flink" / "checkpoints").as_uri(),
         "execution.checkpointing.savepoint-dir": config.savepoints_dir.as_uri(),
