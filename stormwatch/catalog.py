@@ -107,6 +107,7 @@ def variables(
         "watermark_out_of_orderness": interval(spans["watermark_out_of_orderness_seconds"]),
         "spans_idle_timeout": f"{int(spans['idle_timeout_seconds'])} s",
         "spans_alignment_max_drift": f"{int(spans['watermark_alignment_max_drift_seconds'])} s",
+        "span_figures_idle_timeout": f"{int(config.get('pipeline', 'health', 'span_figures_idle_timeout_seconds'))} s",
         # How the source topic's messages are encoded (tables/otlp_spans.sql, the `otlp` format).
         "spans_encoding": spans["encoding"],
         "future_limit_seconds": int(spans["future_limit_seconds"]),

@@ -24,7 +24,8 @@ CREATE TEMPORARY TABLE stormwatch_span_instances (
   WATERMARK FOR `bucket_time` AS `bucket_time` - ${window_slide}
 ) WITH (
   ${span_instances_options},
-  'scan.watermark.idle-timeout' = '${spans_idle_timeout}',
+  -- [pipeline.health] span_figures_idle_timeout_seconds: longer than an outage, so none loses a bucket.
+  'scan.watermark.idle-timeout' = '${span_figures_idle_timeout}',
   'key.format' = 'json',
   'key.fields' = 'service;instance',
   'value.format' = 'json',
