@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.breaker import BLOCKING
-from stormwatch.health import positive_number, section_of, share
+from stormwatch.validation import positive_number, section_of, share
 
 JITTERS = ("none", "full", "decorrelated")
 

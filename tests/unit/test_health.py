@@ -1,6 +1,7 @@
 import pytest
 
-from stormwatch.health import HealthInputs, HealthPolicy, quantile_from_cumulative, score
+from stormwatch.health import HealthInputs, HealthPolicy, score
+from stormwatch.histograms import quantile_from_cumulative
 
 POLICY = {"window_size_seconds": 30, "window_slide_seconds": 10, "min_calls": 20,
           "weights": {"latency": 0.4, "errors": 0.4, "load": 0.2}, "latency_cap_ms": 2000.0}
