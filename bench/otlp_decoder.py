@@ -22,8 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stormwatch.otlp_encoding import encode_proto  # noqa: E402
-from stormwatch.traffic.otlp import encode  # noqa: E402
+from connectors.otlp import encode_proto, encode_json  # noqa: E402
 
 WORK = ROOT / "runtime" / "bench" / "otlp_decoder"
 BUILD = ROOT / "runtime" / "build" / "functions"
@@ -33,7 +32,8 @@ TRAINTICKET = ROOT.parent / "shared" / "data" / "trainticket"
 def generated(spans_wanted: int) -> list[dict]:
     sys.path.insert(0, str(ROOT / "bench"))
     from topology_throughput import SEED, TRACE_RATE  # the throughput benchmark's traffic
-    from stormwatch.traffic.generator import TraceGenerator, to_export_requests
+    from stormwatch.traffic.generator import TraceGenerator
+    from stormwatch.traffic.otlp import to_export_requests
 
     spans = []
     for trace in TraceGenerator(seed=SEED).generate(TRACE_RATE):
@@ -41,7 +41,7 @@ def generated(spans_wanted: int) -> list[dict]:
         if len(spans) >= spans_wanted:
             break
     spans.sort(key=lambda s: s.end_unix_nano)
-    return [json.loads(encode(r)) for r in to_export_requests(spans)]
+    return [json.loads(encode_json(r)) for r in to_export_requests(spans)]
 
 
 def write(path: Path, messages: list[bytes]) -> None:

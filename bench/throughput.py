@@ -50,15 +50,16 @@ import results_file  # noqa: E402  (bench/, beside this file)
 from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
+from connectors.otlp import encoder, encode_json  # noqa: E402
 from stormwatch.cli import job_names  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.otlp_encoding import encoder  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.runtime.processes import wait_until  # noqa: E402
-from stormwatch.traffic.generator import DEFAULT_TOPOLOGY, Topology, TraceGenerator, to_export_requests  # noqa: E402
-from stormwatch.traffic.otlp import encode  # noqa: E402
+from stormwatch.traffic.generator import TraceGenerator  # noqa: E402
+from stormwatch.traffic.otlp import to_export_requests  # noqa: E402
+from stormwatch.traffic.topology import DEFAULT_TOPOLOGY, Topology  # noqa: E402
 
 BENCH_CONFIG = ROOT / "bench" / "stormwatch-bench.toml"
 RESULTS = ROOT / "bench" / "results"
@@ -123,7 +124,7 @@ def spans_in(request: dict) -> int:
 def messages_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> tuple[list[bytes], int]:
     """`requests_of` as OTLP JSON messages; (messages, span count). For bench/growth.py."""
     requests = requests_of(spans_wanted, topology)
-    return [encode(r) for r in requests], sum(map(spans_in, requests))
+    return [encode_json(r) for r in requests], sum(map(spans_in, requests))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""The two encodings of an OTLP trace request on Kafka, as the Collector's kafka exporter writes them
-(`encoding`): otlp_json and otlp_proto. stormwatch builds requests as OTLP JSON objects; this turns one
-into the bytes of either encoding, so `generate`, `replay` and the demo write what flatten_spans reads
-([pipeline.spans] encoding).
+"""OTLP on Kafka, the Python side: the pieces of OTLP JSON (attributes, resources) and the two encodings
+of a request as the Collector's kafka exporter writes them (`encoding`): otlp_json and otlp_proto.
+stormwatch builds requests as OTLP JSON objects (the traffic generator, replay, trace files); this turns
+one into the bytes of either encoding, so `generate`, `replay` and the demo write what the jobs read
+([pipeline.spans] encoding). The JVM side, the `otlp` format that decodes them, is in jvm/functions.
 
 OTLP JSON is the proto3 JSON mapping except for trace and span ids, which it writes in hex where the
 mapping has base64 (OTLP specification, "JSON Protobuf Encoding"); everything else parses as it is.
@@ -10,14 +11,34 @@ mapping has base64 (OTLP specification, "JSON Protobuf Encoding"); everything el
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Iterable
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from stormwatch.traffic.otlp import encode as encode_json
-
 ENCODINGS = ("otlp_json", "otlp_proto")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+# Attribute values stormwatch writes; OTLP/JSON writes an int64 as a string.
+AttributeValue = str | int
+
+
+def attributes_json(attributes: Iterable[tuple[str, AttributeValue]]) -> list[dict]:
+    """OTLP/JSON KeyValues; int64 values are JSON strings (the proto3 JSON mapping)."""
+    return [
+        {"key": key, "value": {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}}
+        for key, value in attributes
+    ]
+
+
+def resource_json(service: str, instance: str) -> dict:
+    return {"attributes": attributes_json([("service.name", service), ("service.instance.id", instance)])}
+
+
+def encode_json(message: dict) -> bytes:
+    """One Kafka message value: compact JSON, as the Collector's otlp_json encoding writes it."""
+    return json.dumps(message, separators=(",", ":")).encode()
 
 
 def encode_proto(request: dict) -> bytes:

@@ -11,12 +11,12 @@ import math
 
 import pytest
 
-from stormwatch.otlp_encoding import encode_proto
-from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from connectors.otlp import encode_proto
+from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.trace_windows import aggregate
+from stormwatch.replay import collector_batches, produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
-from tests.trace_windows import aggregate
 
 pytestmark = pytest.mark.integration
 

@@ -26,19 +26,10 @@ import random
 
 import pytest
 
+from reference.otlp import Span, spans_of_file
+from reference.trace_windows import (after_injection, aggregate, exclusive_ns, fault_verdicts,
+    labelled_files, percentile, replay, window_starts, windows_of_file)
 from stormwatch.suspects import EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict
-from tests.otlp_reference import Span, spans_of_file
-from tests.trace_windows import (
-    after_injection,
-    aggregate,
-    exclusive_ns,
-    fault_verdicts,
-    labelled_files,
-    percentile,
-    replay,
-    window_starts,
-    windows_of_file,
-)
 
 WINDOW_MS = 20_000
 POLICY = SuspectPolicy()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from stormwatch.trace_formats import detect, hex_id, jaeger_to_otlp, read_requests, zipkin_to_otlp
-from tests.otlp_reference import SHARED_DATA
+from connectors.trace_formats import detect, hex_id, jaeger_to_otlp, read_requests, zipkin_to_otlp
+from reference.otlp import SHARED_DATA
 
 TRACE = "5AF7183FB1D4CF5F"
 PADDED_TRACE = "00000000000000005af7183fb1d4cf5f"
