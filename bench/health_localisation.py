@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 import results_file  # noqa: E402  (bench/, beside this file)
 
 from reference.otlp import spans_of_file  # noqa: E402
-from reference.trace_windows import (dedupe, duration_ms, exclusive_ns, labelled_files, NS_PER_MS,  # noqa: E402
-    percentile, SERVER, window_starts)
+from reference.trace_windows import (  # noqa: E402
+    NS_PER_MS, SERVER, dedupe, duration_ms, exclusive_ns, labelled_files, percentile, window_starts)
 from stormwatch import policy as policies  # noqa: E402
 from stormwatch.health import HealthInputs, score  # noqa: E402
 

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connectors.otlp import encode_proto, encode_json  # noqa: E402
+from connectors.otlp import encode_json, encode_proto  # noqa: E402
 
 WORK = ROOT / "runtime" / "bench" / "otlp_decoder"
 BUILD = ROOT / "runtime" / "build" / "functions"

@@ -50,7 +50,7 @@ import results_file  # noqa: E402  (bench/, beside this file)
 from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
-from connectors.otlp import encoder, encode_json  # noqa: E402
+from connectors.otlp import encode_json, encoder  # noqa: E402
 from stormwatch.cli import job_names  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from reference.otlp import SHARED_DATA, spans_of_file
 from stormwatch.suspects import SuspectPolicy, SuspectRanker, WindowVerdict
-from stormwatch.window_aggregates import (CLIENT, NS_PER_MS, SERVER, Window, aggregate, dedupe, duration_ms,
+from stormwatch.window_aggregates import (  # noqa: F401  (re-exported for the tests)
+    CLIENT, NS_PER_MS, SERVER, Window, aggregate, dedupe, duration_ms,
     exclusive_ns, gap_ms, percentile, window_starts)
 
 

@@ -25,7 +25,7 @@ from typing import IO, TypeVar
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from connectors.kafka import producer, require_topics
-from connectors.otlp import encoder, encode_json
+from connectors.otlp import encode_json, encoder
 from connectors.trace_formats import read_requests
 from stormwatch.config import Config
 

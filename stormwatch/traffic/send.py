@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from connectors.otlp import encoder, encode_json
+from connectors.otlp import encode_json, encoder
 from stormwatch import catalog
 from stormwatch.config import Config
 from stormwatch.replay import paced, send

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from connectors.kafka import consumer
-from reference.otlp import otlp_json_lines, SHARED_DATA, Span, spans_of_file
+from reference.otlp import SHARED_DATA, Span, otlp_json_lines, spans_of_file
 from stormwatch.config import DEFAULT_CONFIG, load
 from stormwatch.replay import produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch

@@ -10,7 +10,7 @@ import pytest
 
 from connectors.kafka import create_topics
 from connectors.otlp import encode_json
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import collector_batches, produce

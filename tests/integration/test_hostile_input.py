@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from connectors.otlp import encode_proto
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.replay import produce
 from tests.conftest import TEST_CONFIG, read_topic, run_bounded, stormwatch
 from tests.hostile_messages import Case, big_trace, broken_protobuf, drawn, mutated

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka import broker_ready, create_topics
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.config import load
 from stormwatch.replay import produce
 from stormwatch.runtime.flink_cluster import flink_home

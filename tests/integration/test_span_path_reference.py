@@ -12,7 +12,7 @@ import math
 import pytest
 
 from connectors.otlp import encode_proto
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from reference.trace_windows import aggregate
 from stormwatch.replay import collector_batches, produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from connectors.kafka import create_topics
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_file
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.replay import collector_batches, produce
 from stormwatch.runtime.flink_cluster import FlinkCluster
 from tests.conftest import read_topic, stormwatch

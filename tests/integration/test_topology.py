@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from reference.otlp import otlp_json_lines, SHARED_DATA, spans_of_request
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_request
 from stormwatch.replay import collector_batches, produce
 from tests.conftest import live_job, read_topic, stormwatch
 from tests.schemas import assert_valid

@@ -5,7 +5,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from connectors.otlp import encode_json, encode_proto, encoder
-from reference.otlp import otlp_json_lines, SHARED_DATA
+from reference.otlp import SHARED_DATA, otlp_json_lines
 
 REQUEST = {"resourceSpans": [{
     "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "gateway"}}]},

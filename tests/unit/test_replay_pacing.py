@@ -10,7 +10,7 @@ import pytest
 
 from connectors.otlp import encode_json
 from stormwatch.replay import (batch_requests, collector_batches, due_s, first_end, last_end, paced,
-    parse_pace, rebase, rebase_delta, render_progress)
+                               parse_pace, rebase, rebase_delta, render_progress)
 
 S = 1_000_000_000
 T0 = 1_674_982_200 * S

@@ -27,8 +27,8 @@ import random
 import pytest
 
 from reference.otlp import Span, spans_of_file
-from reference.trace_windows import (after_injection, aggregate, exclusive_ns, fault_verdicts,
-    labelled_files, percentile, replay, window_starts, windows_of_file)
+from reference.trace_windows import (after_injection, aggregate, exclusive_ns, fault_verdicts, labelled_files,
+                                     percentile, replay, window_starts, windows_of_file)
 from stormwatch.suspects import (EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict,
                                  ranked_edges)
 
