@@ -51,7 +51,7 @@ from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
 from connectors.otlp import encode_json, encoder  # noqa: E402
-from stormwatch.cli import job_names  # noqa: E402
+from stormwatch import job_registry  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
@@ -361,8 +361,8 @@ def main(argv: list[str]) -> None:
                         help="record the TaskManager with Java Flight Recorder while the job under test runs: "
                              "DIR/<job>.jfr and its hot code in DIR/<job>-profile.md (bench/jfr_top.py)")
     args = parser.parse_args(argv)
-    if args.job not in job_names():
-        raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_names())}")
+    if args.job not in job_registry.names():
+        raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_registry.names())}")
     config = load(args.config)
     command = f"cd {ROOT} && .venv/bin/python bench/throughput.py" + "".join(f" {a}" for a in argv)
     broker, cluster = KafkaBroker(config), FlinkCluster(config)
