@@ -1,7 +1,7 @@
 """Can the health score single out the injected service on the labelled TrainTicket faults?
 
 Issue 4 asks that, on each labelled fault, the injected service's score drop below every other
-service's. This computes, from the raw files (plain Python, tests/trace_windows.py's definitions), the
+service's. This computes, from the raw files (plain Python, reference/trace_windows.py's definitions), the
 policy's health score (stormwatch.health.score, config/policy.toml) of every service in every sliding
 window of the policy that starts at or after the injection, and the rank of the injected service from
 the lowest score up, under variants of the two inputs that decide it:

@@ -3,7 +3,7 @@ no Kafka or Flink: spans per second for each encoding on the same messages.
 
 Input: generated traces (stormwatch.traffic.generator, fixed seed, as bench/topology_throughput.py
 makes them: spans in end-time order, at most 256 per message), each message in both encodings
-(stormwatch.otlp_encoding); or, with --trainticket, the real messages of
+(connectors.otlp); or, with --trainticket, the real messages of
 /work/shared/data/trainticket/*.otlp.jsonl. Needs `make bootstrap` and the module's test classes
 (`mvn -f jvm/pom.xml test-compile`, which this runs).
 

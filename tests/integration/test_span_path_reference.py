@@ -1,4 +1,4 @@
-"""The span path against the independent per-trace reference (tests/trace_windows.py), on every file
+"""The span path against the independent per-trace reference (reference/trace_windows.py), on every file
 of the shared TrainTicket data, in both encodings the Collector's kafka exporter writes: every count of
 every service window and of every traced cross-service edge equals the reference's, the summed times
 within rounding. (Percentiles are not compared: the job's come from log-scale histograms, the

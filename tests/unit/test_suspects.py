@@ -1,7 +1,7 @@
 """Root-cause ranking (stormwatch.suspects): hand-made windows, then the labelled TrainTicket faults.
 
 Real-data criterion: a fresh ranker per fault file, primed on the fault-free file and the fault
-file's own pre-injection windows (tests.trace_windows.fault_verdicts); judged are the windows that
+file's own pre-injection windows (reference.trace_windows.fault_verdicts); judged are the windows that
 lie wholly after the labelled injection (they start at or after it, so they end at least one window
 size after it) and hold a span of the root-cause service (a service without traffic cannot show
 anything). In *every* such window the root cause must rank first (20 s tumbling; 30 s sliding by

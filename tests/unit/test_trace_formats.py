@@ -1,4 +1,4 @@
-"""Zipkin v2 and Jaeger JSON read as OTLP (stormwatch/trace_formats.py), as its mapping table says."""
+"""Zipkin v2 and Jaeger JSON read as OTLP (connectors/trace_formats.py), as its mapping table says."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The traffic generator: determinism, well-formed trace trees, OTLP/JSON messages, faults and errors.
 
-Structure is checked on the decoded messages, read by tests/otlp_reference.py, so the encoding is
+Structure is checked on the decoded messages, read by reference/otlp.py, so the encoding is
 under test along with the generator.
 """
 
