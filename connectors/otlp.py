@@ -36,6 +36,24 @@ def resource_json(service: str, instance: str) -> dict:
     return {"attributes": attributes_json([("service.name", service), ("service.instance.id", instance)])}
 
 
+def span_json(trace_id: str, span_id: str, parent: str, name: str, kind: int, start: int, end: int,
+              attributes: list[dict], events: list[dict], links: list[dict], status: dict) -> dict:
+    """One OTLP/JSON span as the Collector writes it: empty fields left out (a root has no parentSpanId,
+    a span without attributes, events or links none of those), times as strings, `status` as given."""
+    out = {"traceId": trace_id, "spanId": span_id}
+    if parent:
+        out["parentSpanId"] = parent
+    out |= {"name": name, "kind": kind, "startTimeUnixNano": str(start), "endTimeUnixNano": str(end)}
+    if attributes:
+        out["attributes"] = attributes
+    if events:
+        out["events"] = events
+    if links:
+        out["links"] = links
+    out["status"] = status
+    return out
+
+
 def encode_json(message: dict) -> bytes:
     """One Kafka message value: compact JSON, as the Collector's otlp_json encoding writes it."""
     return json.dumps(message, separators=(",", ":")).encode()

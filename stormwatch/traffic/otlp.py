@@ -6,26 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from connectors.otlp import attributes_json, resource_json
+from connectors.otlp import attributes_json, resource_json, span_json
 from stormwatch.traffic import SCOPE
 from stormwatch.traffic.generator import Span
 
 
 def _span_json(span: Span) -> dict:
-    out = {"traceId": span.trace_id, "spanId": span.span_id}
-    # The Collector omits empty fields: a root has no parentSpanId, an UNSET status is {}.
-    if span.parent_span_id:
-        out["parentSpanId"] = span.parent_span_id
-    out |= {
-        "name": span.name,
-        "kind": int(span.kind),
-        "startTimeUnixNano": str(span.start_unix_nano),
-        "endTimeUnixNano": str(span.end_unix_nano),
-    }
-    if span.attributes:
-        out["attributes"] = attributes_json(span.attributes)
-    out["status"] = {"code": int(span.status_code), "message": span.status_message} if span.status_code else {}
-    return out
+    # An UNSET status is {}, as the Collector writes it.
+    status = {"code": int(span.status_code), "message": span.status_message} if span.status_code else {}
+    return span_json(span.trace_id, span.span_id, span.parent_span_id, span.name, int(span.kind),
+                     span.start_unix_nano, span.end_unix_nano, attributes_json(span.attributes), [], [], status)
 
 
 def _export_request(spans: list[Span]) -> dict:
