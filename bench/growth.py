@@ -29,11 +29,11 @@ from throughput import (BENCH_CONFIG, MIN_WINDOW_S, OUTPUT_ROLES, PARTITIONS, SE
                         request_chunks, run_live, spans_in, write_input)
 
 from connectors.kafka import create_topics, delete_topics  # noqa: E402
+from connectors.otlp import encoder  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.otlp_encoding import encoder  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
-from stormwatch.traffic.generator import Call, Instance, Service, Stage, Topology  # noqa: E402
+from stormwatch.traffic.topology import Call, Instance, Service, Stage, Topology  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "growth.md"
 

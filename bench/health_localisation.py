@@ -1,7 +1,7 @@
 """Can the health score single out the injected service on the labelled TrainTicket faults?
 
 Issue 4 asks that, on each labelled fault, the injected service's score drop below every other
-service's. This computes, from the raw files (plain Python, tests/trace_windows.py's definitions), the
+service's. This computes, from the raw files (plain Python, reference/trace_windows.py's definitions), the
 policy's health score (stormwatch.health.score, config/policy.toml) of every service in every sliding
 window of the policy that starts at or after the injection, and the rank of the injected service from
 the lowest score up, under variants of the two inputs that decide it:
@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/, beside this file)
 
+from reference.otlp import spans_of_file  # noqa: E402
+from reference.trace_windows import (  # noqa: E402
+    NS_PER_MS, SERVER, dedupe, duration_ms, exclusive_ns, labelled_files, percentile, window_starts)
 from stormwatch import policy as policies  # noqa: E402
 from stormwatch.health import HealthInputs, score  # noqa: E402
-from tests.otlp_reference import spans_of_file  # noqa: E402
-from tests.trace_windows import (  # noqa: E402
-    NS_PER_MS, SERVER, dedupe, duration_ms, exclusive_ns, labelled_files, percentile, window_starts)
 
 MIN_CALLS = [None, 5, 3]  # None: the policy's
 LATENCIES = {"server": "SERVER span p95 (the job's)", "own": "self-time p95 of all its spans"}

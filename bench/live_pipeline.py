@@ -3,7 +3,7 @@ after a window can close its records are on Kafka, how long after a fault its fi
 the TaskManager's memory over the run.
 
 The benchmark's own broker and cluster (bench/stormwatch-bench.toml) run the demo's jobs
-(stormwatch.demo.JOBS: spans, health, scaling) at parallelism 1 with a 5 s watermark, as a live
+(stormwatch.job_registry.CHAIN: spans, health, scaling) at parallelism 1 with a 5 s watermark, as a live
 deployment does, exactly-once or, with `--guarantee at-least-once`, at least once. The configured topics are made anew, with `message.timestamp.type=LogAppendTime`, so
 each record's Kafka timestamp is the moment the broker appended it. The traffic starts once every job
 is RUNNING and the span path has dead-lettered a probe message, and is paced to the wall clock: its
@@ -38,7 +38,8 @@ from kafka import TopicPartition  # noqa: E402
 from connectors.kafka import admin, consumer, create_topics, delete_topics, producer  # noqa: E402
 from stormwatch import catalog  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.demo import JOBS  # noqa: E402
+from stormwatch import job_registry  # noqa: E402
+from stormwatch.job_registry import CHAIN  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.runtime.processes import wait_until  # noqa: E402
@@ -46,7 +47,6 @@ from stormwatch.traffic.schedule import load_schedule  # noqa: E402
 from stormwatch.traffic.send import generate  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "live_pipeline.md"
-JOBS_DIR = ROOT / "jobs"
 SCHEDULE = "storm"
 FAULTY = "llm-inference"
 SEED = 7
@@ -62,7 +62,7 @@ def live_config(bench: Config, guarantee: str) -> Path:
     """The benchmark's configuration for a live deployment: one slot per job, parallelism 1, 5 s watermark."""
     path = bench.runtime_dir / "live-pipeline.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"base = {json.dumps(str(bench.path))}\n[flink]\nparallelism = 1\ntaskmanager_slots = {len(JOBS)}\n"
+    path.write_text(f"base = {json.dumps(str(bench.path))}\n[flink]\nparallelism = 1\ntaskmanager_slots = {len(CHAIN)}\n"
                     "[pipeline.spans]\nwatermark_out_of_orderness_seconds = 5\n"
                     f"[pipeline.delivery]\nguarantee = {json.dumps(guarantee)}\n")
     return path
@@ -156,7 +156,7 @@ def _rss_bytes(pid: int) -> float:
 
 
 def submit_all(config: Config, cluster: FlinkCluster) -> list[str]:
-    ids = [cluster.submit(JOBS_DIR / f"{job}.py", ["--config", str(config.path), "--from-earliest"]) for job in JOBS]
+    ids = [cluster.submit(job_registry.path(job), ["--config", str(config.path), "--from-earliest"]) for job in CHAIN]
     wait_until(lambda: {j["jid"]: j["state"] for j in cluster.jobs() if j["jid"] in ids} == dict.fromkeys(ids, "RUNNING"),
                180, "every job RUNNING")
     return ids
@@ -233,7 +233,7 @@ def main(argv: list[str]) -> None:
         collector = Collector(config, {names[r]: r for r in [*WINDOWED, "dead_letters"]})
         collector.start()
         jobs = submit_all(config, cluster)
-        print(f"jobs RUNNING: {dict(zip(JOBS, jobs))}", flush=True)
+        print(f"jobs RUNNING: {dict(zip(CHAIN, jobs))}", flush=True)
         await_flattening(config, collector, names["source"])
         memory = MemorySampler(cluster, jobs)
         memory.start()
@@ -269,7 +269,7 @@ def report(config, command, args, schedule, t0_ms, sent, collector: Collector, s
     lines = results_file.heading("Live pipeline: decision latency, time to the first decision, TaskManager memory", command) + [
         f"- Date: {now}",
         f"- Flink: standalone cluster of the benchmark ({config.get('flink', 'taskmanager_memory')} TaskManager, "
-        f"{len(JOBS)} slots), jobs {', '.join(JOBS)} at parallelism 1, watermark {ooo_ms // 1000} s out of order, "
+        f"{len(CHAIN)} slots), jobs {', '.join(CHAIN)} at parallelism 1, watermark {ooo_ms // 1000} s out of order, "
         f"trace quiet time {quiet_ms} ms, delivery {guarantee}" + (
             f" (checkpoint interval {config.section('flink', 'job_config').get('execution.checkpointing.interval')})" if guarantee == "exactly-once" else ""),
         f"- Traffic: {args.rate:g} traces/s for {args.minutes:g} min paced to the wall clock (seed {SEED}), "

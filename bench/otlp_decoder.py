@@ -3,7 +3,7 @@ no Kafka or Flink: spans per second for each encoding on the same messages.
 
 Input: generated traces (stormwatch.traffic.generator, fixed seed, as bench/topology_throughput.py
 makes them: spans in end-time order, at most 256 per message), each message in both encodings
-(stormwatch.otlp_encoding); or, with --trainticket, the real messages of
+(connectors.otlp); or, with --trainticket, the real messages of
 /work/shared/data/trainticket/*.otlp.jsonl. Needs `make bootstrap` and the module's test classes
 (`mvn -f jvm/pom.xml test-compile`, which this runs).
 
@@ -22,8 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stormwatch.otlp_encoding import encode_proto  # noqa: E402
-from stormwatch.traffic.otlp import encode  # noqa: E402
+from connectors.otlp import encode_json, encode_proto  # noqa: E402
 
 WORK = ROOT / "runtime" / "bench" / "otlp_decoder"
 BUILD = ROOT / "runtime" / "build" / "functions"
@@ -33,7 +32,8 @@ TRAINTICKET = ROOT.parent / "shared" / "data" / "trainticket"
 def generated(spans_wanted: int) -> list[dict]:
     sys.path.insert(0, str(ROOT / "bench"))
     from topology_throughput import SEED, TRACE_RATE  # the throughput benchmark's traffic
-    from stormwatch.traffic.generator import TraceGenerator, to_export_requests
+    from stormwatch.traffic.generator import TraceGenerator
+    from stormwatch.traffic.otlp import to_export_requests
 
     spans = []
     for trace in TraceGenerator(seed=SEED).generate(TRACE_RATE):
@@ -41,7 +41,7 @@ def generated(spans_wanted: int) -> list[dict]:
         if len(spans) >= spans_wanted:
             break
     spans.sort(key=lambda s: s.end_unix_nano)
-    return [json.loads(encode(r)) for r in to_export_requests(spans)]
+    return [json.loads(encode_json(r)) for r in to_export_requests(spans)]
 
 
 def write(path: Path, messages: list[bytes]) -> None:

@@ -52,15 +52,16 @@ import results_file  # noqa: E402  (bench/, beside this file)
 from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
-from stormwatch.cli import job_names  # noqa: E402
+from connectors.otlp import encode_json, encoder  # noqa: E402
+from stormwatch import job_registry  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.otlp_encoding import encoder  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.runtime.processes import wait_until  # noqa: E402
-from stormwatch.traffic.generator import DEFAULT_TOPOLOGY, Topology, TraceGenerator, to_export_requests  # noqa: E402
-from stormwatch.traffic.otlp import encode  # noqa: E402
+from stormwatch.traffic.generator import TraceGenerator  # noqa: E402
+from stormwatch.traffic.otlp import to_export_requests  # noqa: E402
+from stormwatch.traffic.topology import DEFAULT_TOPOLOGY, Topology  # noqa: E402
 
 BENCH_CONFIG = ROOT / "bench" / "stormwatch-bench.toml"
 RESULTS = ROOT / "bench" / "results"
@@ -125,7 +126,7 @@ def spans_in(request: dict) -> int:
 def messages_of(spans_wanted: int, topology: Topology = DEFAULT_TOPOLOGY) -> tuple[list[bytes], int]:
     """`requests_of` as OTLP JSON messages; (messages, span count). For bench/growth.py."""
     requests = requests_of(spans_wanted, topology)
-    return [encode(r) for r in requests], sum(map(spans_in, requests))
+    return [encode_json(r) for r in requests], sum(map(spans_in, requests))
 
 
 @dataclass(frozen=True)
@@ -402,8 +403,8 @@ def main(argv: list[str]) -> None:
                         help="record the TaskManager with Java Flight Recorder while the job under test runs: "
                              "DIR/<job>.jfr and its hot code in DIR/<job>-profile.md (bench/jfr_top.py)")
     args = parser.parse_args(argv)
-    if args.job not in job_names():
-        raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_names())}")
+    if args.job not in job_registry.names():
+        raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_registry.names())}")
     config = load(args.config)
     command = f"cd {ROOT} && .venv/bin/python bench/throughput.py" + "".join(f" {a}" for a in argv)
     broker, cluster = KafkaBroker(config), FlinkCluster(config)

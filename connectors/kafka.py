@@ -12,14 +12,28 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Mapping
+from typing import Protocol
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from stormwatch.config import Config
-
 log = logging.getLogger(__name__)
+
+
+class KafkaConfig(Protocol):
+    """What the Kafka clients read of a configuration (stormwatch.config.Config is one). connectors/ is
+    how bytes enter and leave and imports nothing of stormwatch/, which builds on it."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    @property
+    def kafka_properties(self) -> dict[str, str]: ...
+
+    @property
+    def topics(self) -> Mapping[str, dict]: ...
 
 # Every reader, Flink's and ours, reads only committed records: the jobs' exactly-once sinks write in
 # transactions, and what a failed attempt wrote before its restart is aborted, never to be read.
@@ -79,7 +93,7 @@ def _typed(default, value: str):
     return value
 
 
-def python_client_settings(config: Config, client_class) -> dict:
+def python_client_settings(config: KafkaConfig, client_class) -> dict:
     settings = {"bootstrap_servers": config.bootstrap_servers.split(",")}
     unsupported = []
     for key, value in config.kafka_properties.items():
@@ -100,23 +114,23 @@ def python_client_settings(config: Config, client_class) -> dict:
     return settings
 
 
-def admin(config: Config, **overrides) -> KafkaAdminClient:
+def admin(config: KafkaConfig, **overrides) -> KafkaAdminClient:
     return KafkaAdminClient(**{**python_client_settings(config, KafkaAdminClient), **overrides})
 
 
-def producer(config: Config, **overrides) -> KafkaProducer:
+def producer(config: KafkaConfig, **overrides) -> KafkaProducer:
     # Idempotence (with acks=all): a batch the client retries after a lost response or a broker's
     # restart is written once and in its order; kafka-python retries until delivery_timeout_ms.
     defaults = {"acks": "all", "enable_idempotence": True, "linger_ms": 5}
     return KafkaProducer(**{**defaults, **python_client_settings(config, KafkaProducer), **overrides})
 
 
-def consumer(config: Config, *topics: str, **overrides) -> KafkaConsumer:
+def consumer(config: KafkaConfig, *topics: str, **overrides) -> KafkaConsumer:
     defaults = {"auto_offset_reset": "earliest", "enable_auto_commit": False, "isolation_level": READ_ISOLATION}
     return KafkaConsumer(*topics, **{**defaults, **python_client_settings(config, KafkaConsumer), **overrides})
 
 
-def committed_records(config: Config, topic: str, quiet_s: float = 30.0) -> int:
+def committed_records(config: KafkaConfig, topic: str, quiet_s: float = 30.0) -> int:
     """How many committed records `topic` holds now: read (read_committed) up to its end offsets and
     counted. End offsets alone over-count a topic written in transactions (every commit or abort marker
     takes an offset, as do aborted records); for a topic written by a plain producer they are equal.
@@ -145,7 +159,7 @@ def committed_records(config: Config, topic: str, quiet_s: float = 30.0) -> int:
         client.close()
 
 
-def broker_ready(config: Config) -> bool:
+def broker_ready(config: KafkaConfig) -> bool:
     try:
         client = admin(config, request_timeout_ms=2000, bootstrap_timeout_ms=2000)
     except KafkaError:
@@ -159,7 +173,7 @@ def broker_ready(config: Config) -> bool:
         client.close()
 
 
-def require_topics(config: Config, topics: set[str]) -> None:
+def require_topics(config: KafkaConfig, topics: set[str]) -> None:
     """ValueError naming the topics that do not exist: a producer would only time out on them."""
     client = admin(config)
     try:
@@ -171,7 +185,7 @@ def require_topics(config: Config, topics: set[str]) -> None:
                          f"topics with `stormwatch topics create`, or name an existing one")
 
 
-def create_topics(config: Config, specs: dict[str, dict] | None = None) -> list[str]:
+def create_topics(config: KafkaConfig, specs: dict[str, dict] | None = None) -> list[str]:
     """Create the topics in `specs` (default: the configured ones) that do not exist yet.
 
     A spec is {"partitions": N, "replication_factor": R, "config": {...}}; returns a line per topic.
@@ -205,7 +219,7 @@ def create_topics(config: Config, specs: dict[str, dict] | None = None) -> list[
         client.close()
 
 
-def delete_topics(config: Config, names: set[str]) -> None:
+def delete_topics(config: KafkaConfig, names: set[str]) -> None:
     """Delete those of `names` that exist, and return once the broker no longer lists them."""
     client = admin(config)
     try:
@@ -230,7 +244,7 @@ def _await_listing(client: KafkaAdminClient, names: set[str], listed: bool, time
         time.sleep(0.1)
 
 
-def table_options(config: Config, topic: str, **extra: str) -> str:
+def table_options(config: KafkaConfig, topic: str, **extra: str) -> str:
     """The WITH (...) body of a Flink Kafka table on `topic`: connector, brokers, pass-through properties."""
     options = {
         "connector": "kafka",

@@ -2,7 +2,7 @@
 as broadcast state from the compacted policy topic, and decisions routed to their topics.
 
 Each observation is one window's aggregate for one entity (a few records per service per slide), so
-the per-entity logic is plain Python (stormwatch/entity_control.py, stormwatch/scaling.py) called
+the per-entity logic is plain Python (stormwatch/entity_control.py, stormwatch/scaling_control.py) called
 once per record; its state is one pickled value per entity in Flink state, checkpointed with the job.
 """
 
@@ -12,14 +12,16 @@ import json
 from collections.abc import Callable
 
 from pyflink.common import Row, Time, Types
-from pyflink.datastream import DataStream, OutputTag
+from pyflink.datastream import DataStream
 from pyflink.datastream.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
 from pyflink.table import StreamTableEnvironment
 
 from jobs.common import Inserts, source_options
+from jobs.streams import DEAD_LETTERS
 from stormwatch import catalog
 from stormwatch.config import Config
+from stormwatch.decisions import encode
 from stormwatch.policy import Policy, apply_update, default_file, load
 from stormwatch.sqlfiles import load_statements
 
@@ -30,11 +32,6 @@ OBSERVATION = Types.ROW_NAMED(["entity_key", "payload"], [Types.STRING(), Types.
 OUTPUT = Types.ROW_NAMED(["output", "entity_key", "record"], [Types.STRING(), Types.STRING(), Types.STRING()])
 POLICY_RECORD = Types.ROW_NAMED(["name", "document", "kafka_partition", "kafka_offset"],
                                 [Types.STRING(), Types.STRING(), Types.INT(), Types.LONG()])
-DEAD_LETTER = Types.ROW_NAMED(
-    ["source_topic", "source_partition", "source_offset", "reason", "payload", "job"],
-    [Types.STRING(), Types.INT(), Types.LONG(), Types.STRING(), Types.STRING(), Types.STRING()],
-)
-DEAD_LETTERS = OutputTag("dead_letters", DEAD_LETTER)
 POLICY_STATE = MapStateDescriptor("policy", Types.STRING(), Types.STRING())
 
 # step(previous entity state or None, observation, policy) -> (new state, [(output, entity key, record)])
@@ -105,6 +102,11 @@ class PolicyControlled(KeyedBroadcastProcessFunction):
     def process_broadcast_element(self, value, ctx):
         ctx.get_broadcast_state(POLICY_STATE).put(value.name, value.document)
         return []
+
+
+def published(decisions: list[dict]) -> list[tuple[str, str, str]]:
+    """Enveloped decisions as `Step` returns them: (decision type, entity key, canonical JSON record)."""
+    return [(d["decision_type"], d["entity"]["key"], encode(d)) for d in decisions]
 
 
 def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[dict, str, Policy, dict]:

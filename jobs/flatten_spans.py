@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
+from connectors.otlp import ENCODINGS
 from jobs.common import parse_args, run_sql_job, setup, source_options
 from stormwatch import catalog
-from stormwatch.otlp_encoding import ENCODINGS
 from stormwatch.sqlfiles import load_statements
 
 JOB = "flatten_spans"

@@ -16,9 +16,8 @@ from __future__ import annotations
 import sys
 
 from jobs.common import Inserts, define, parse_args, raw_reader, setup, undecodable_messages
-from jobs.decision_stream import control, job_inputs, observations
+from jobs.decision_stream import control, job_inputs, observations, published
 from stormwatch import catalog, policy as policies
-from stormwatch.decisions import encode
 from stormwatch.entity_control import observe
 from stormwatch.flink_env import stream_table_environment
 from stormwatch.observations import health_inputs, window_entity_key
@@ -40,7 +39,7 @@ SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retr
 
 def step(state, observation: dict, policy):
     state, decisions = observe(state, health_inputs(observation), policy)
-    return state, [(d["decision_type"], d["entity"]["key"], encode(d)) for d in decisions]
+    return state, published(decisions)
 
 
 def health_variables(config, names: dict[str, str], default: policies.Policy) -> dict[str, object]:

@@ -10,19 +10,19 @@ whose state lives in Flink state so a restart resumes where it stopped.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
-from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs.common import Inserts, define, parse_args, setup, source_options
+from jobs.streams import DEAD_LETTERS, WindowBuffer
 from stormwatch import catalog
 from stormwatch.flink_env import stream_table_environment
 from stormwatch.sqlfiles import load_statements
-from stormwatch.suspects import EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker
+from stormwatch.suspects import SuspectPolicy, SuspectRanker, ranked_edges, service_windows
 from stormwatch.topology_graph import EdgeSeen, TopologyTracker
 
 JOB = "suspects"
@@ -48,17 +48,8 @@ EDGE_EVENT = Types.ROW_NAMED(
     ["caller", "callee", "event", "window_start_ms", "window_end_ms", "first_seen_ms", "last_seen_ms"],
     [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG(), Types.LONG(), Types.LONG()],
 )
-DEAD_LETTER = Types.ROW_NAMED(
-    ["source_topic", "source_partition", "source_offset", "reason", "payload", "job"],
-    [Types.STRING(), Types.INT(), Types.LONG(), Types.STRING(), Types.STRING(), Types.STRING()],
-)
 SNAPSHOTS = OutputTag("topology_snapshots", SNAPSHOT)
-DEAD_LETTERS = OutputTag("dead_letters", DEAD_LETTER)
 EDGE_EVENTS = OutputTag("edge_events", EDGE_EVENT)
-
-
-def _fields(cls, record: dict) -> dict:
-    return {f.name: record[f.name] for f in dataclasses.fields(cls)}
 
 
 class RankWindows(KeyedProcessFunction):
@@ -69,8 +60,7 @@ class RankWindows(KeyedProcessFunction):
         self.vanish_after_windows = vanish_after_windows
 
     def open(self, runtime_context):
-        self.pending = runtime_context.get_map_state(
-            MapStateDescriptor("pending", Types.LONG(), Types.PICKLED_BYTE_ARRAY()))
+        self.windows = WindowBuffer(runtime_context, lambda: {"service_windows": [], "edges": []})
         self.models = runtime_context.get_state(ValueStateDescriptor("models", Types.PICKLED_BYTE_ARRAY()))
         self.ranked_through = runtime_context.get_state(ValueStateDescriptor("ranked_through", Types.LONG()))
 
@@ -83,28 +73,21 @@ class RankWindows(KeyedProcessFunction):
                                     f"window ending {value.window_end_ms} was already ranked when this record came",
                                     value.payload, JOB)
             return
-        batch = self.pending.get(value.window_end_ms) or {"service_windows": [], "edges": []}
-        batch[value.kind].append(json.loads(value.payload))
-        self.pending.put(value.window_end_ms, batch)
-        ctx.timer_service().register_event_time_timer(value.window_end_ms)
+        self.windows.add(ctx, value.window_end_ms, json.loads(value.payload), into=value.kind)
 
     def on_timer(self, timestamp, ctx):
         ranker, tracker = self.models.value() or (SuspectRanker(self.policy), TopologyTracker(self.vanish_after_windows))
-        for end in sorted(k for k in self.pending.keys() if k <= timestamp):
-            batch = self.pending.get(end)
-            self.pending.remove(end)
+        for end, batch in self.windows.closed(timestamp):
             yield from self._window(ranker, tracker, batch)
             self.ranked_through.update(end)
         self.models.update((ranker, tracker))
 
     @staticmethod
     def _window(ranker: SuspectRanker, tracker: TopologyTracker, batch: dict):
-        services = sorted((ServiceWindow(**_fields(ServiceWindow, r)) for r in batch["service_windows"]),
-                          key=lambda s: s.service)
+        services = service_windows(batch["service_windows"])
         edges = sorted(batch["edges"], key=lambda e: (e["caller"], e["callee"]))
-        real_edges = [EdgeWindow(**_fields(EdgeWindow, e)) for e in edges if not e["callee_virtual"] and e["caller"] != "user"]
         if services:
-            verdict = ranker.observe(services, real_edges)
+            verdict = ranker.observe(services, ranked_edges(edges))
             for rank, s in enumerate(verdict.suspects, 1):
                 yield Row(s.service, verdict.window_start_ms, verdict.window_end_ms, rank, s.score, s.confidence,
                           s.flagged, verdict.threshold, json.dumps(s.evidence, sort_keys=True, default=str))

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stormwatch.health import positive_number, section_of, share
+from stormwatch.validation import positive_number, section_of, share
 
 CLOSED, OPEN, HALF_OPEN, GRADUAL_RECOVERY = "CLOSED", "OPEN", "HALF_OPEN", "GRADUAL_RECOVERY"
 FORCED_OPEN, DISABLED, DRY_RUN = "FORCED_OPEN", "DISABLED", "DRY_RUN"

@@ -8,11 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from stormwatch.config import PROJECT_ROOT, ConfigError, load
-
-JOBS_DIR = PROJECT_ROOT / "jobs"
-# Modules of jobs/ that jobs share, not jobs themselves.
-SHARED_JOB_MODULES = {"__init__", "common", "decision_stream"}
+from stormwatch import job_registry
+from stormwatch.config import ConfigError, load
 
 
 def _services(config):
@@ -41,20 +38,15 @@ def cmd_topics(args) -> None:
             client.close()
 
 
-def job_names() -> list[str]:
-    return sorted(p.stem for p in JOBS_DIR.glob("*.py") if p.stem not in SHARED_JOB_MODULES)
-
-
 def cmd_run(args) -> None:
     config = load(args.config)
-    if args.job not in job_names():
-        raise ConfigError(f"no job {args.job!r}; jobs: {', '.join(job_names())}")
+    program = job_registry.path(args.job)
     job_args = ["--config", str(config.path), *args.job_args]
     if args.cluster:
         from stormwatch.runtime.flink_cluster import FlinkCluster
 
         cluster = FlinkCluster(config)
-        job_id = cluster.submit(JOBS_DIR / f"{args.job}.py", job_args)
+        job_id = cluster.submit(program, job_args)
         print(f"submitted {args.job} to {cluster.rest_url}: job {job_id}")
     else:
         importlib.import_module(f"jobs.{args.job}").main(job_args)
@@ -232,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a job on the embedded mini-cluster, or submit it to the cluster",
         usage="stormwatch run [--cluster] JOB [-- JOB_ARGS...]",
     )
-    p.add_argument("job", help=f"one of: {', '.join(job_names())}")
+    p.add_argument("job", help=f"one of: {', '.join(job_registry.names())}")
     p.add_argument("--cluster", action="store_true", help="submit with `flink run -py` to the standalone cluster")
     p.set_defaults(func=cmd_run)
 

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from connectors.kafka import consumer, create_topics
-from stormwatch import catalog
+from stormwatch import catalog, job_registry
 from stormwatch.config import PROJECT_ROOT, Config
 from stormwatch.dashboard import DIM, DashboardState, Style, page, text_table
 from stormwatch.policy import default_file
@@ -30,8 +30,6 @@ from stormwatch.tail_format import format_record
 from stormwatch.traffic.schedule import Schedule, load_schedule
 from stormwatch.traffic.send import generate
 
-# The whole chain: otlp_spans -> spans (suspects ranked in its job graph); span figures + metrics -> health -> scaling.
-JOBS = ["spans", "health", "scaling"]
 # The outputs the demo watches, by topic role (catalog.TOPIC_ROLES).
 WATCHED = ["span_instances", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
            "retry_decisions", "pareto_fronts", "scaling_decisions"]
@@ -57,7 +55,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         say(f"topic {line}")
     names = catalog.topics(config)
     job_config = _job_config(config)
-    jobs = [_start_job(config, job_config, job) for job in JOBS]
+    jobs = [_start_job(config, job_config, job) for job in job_registry.CHAIN]
     state, lock = DashboardState(), threading.Lock()
     server = _serve_page(config, state, lock, style)
     stop, reading = threading.Event(), threading.Event()

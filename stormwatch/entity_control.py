@@ -1,6 +1,6 @@
 """One entity's decisions per window: its health, and for services and edges its circuit breaker and
 retry gate. Called by the health job once per window and entity with the state it returned last time
-(stormwatch/decision_stream.py keeps it in Flink state); returns the decisions to publish, enveloped.
+(jobs/decision_stream.py keeps it in Flink state); returns the decisions to publish, enveloped.
 
 A health record is published every window; a breaker decision only when the breaker changes state or
 admitted share; a retry gate only when what callers act on (retries, delays, jitter) changes, not for

@@ -9,45 +9,14 @@ to 1, so a score is always on [0, 1] and comparable with the thresholds whatever
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormwatch.validation import positive_number, section_of
+
 ENTITY_KINDS = ("service", "instance", "edge")
 TERMS = ("latency", "errors", "load")
-
-
-def positive_number(d: Mapping[str, Any], key: str, section: str, *, integer: bool = False,
-                    allow_zero: bool = False) -> float:
-    """d[key] as a number > 0 (≥ 0 with allow_zero); ValueError naming `section.key` otherwise."""
-    value = d.get(key)
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ValueError(f"{section}.{key}: expected {'an integer' if integer else 'a number'}, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{section}.{key}: must be {'≥' if allow_zero else '>'} 0, got {value!r}")
-    return value
-
-
-def share(d: Mapping[str, Any], key: str, section: str) -> float:
-    """d[key] as a number on [0, 1]; ValueError naming `section.key` otherwise."""
-    value = positive_number(d, key, section, allow_zero=True)
-    if value > 1:
-        raise ValueError(f"{section}.{key}: must be on [0, 1], got {value!r}")
-    return float(value)
-
-
-def section_of(d: Any, section: str, keys: Sequence[str]) -> Mapping[str, Any]:
-    """d as a mapping with no key outside `keys` (a misspelt threshold must not be silently ignored)."""
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{section}: expected a table, got {type(d).__name__}")
-    unknown = sorted(set(d) - set(keys))
-    if unknown:
-        raise ValueError(f"{section}.{unknown[0]}: unknown key (known: {', '.join(keys)})")
-    missing = [k for k in keys if k not in d]
-    if missing:
-        raise ValueError(f"{section}.{missing[0]}: missing")
-    return d
 
 
 @dataclass(frozen=True)
@@ -107,24 +76,6 @@ class HealthScore:
     error_rate: float | None        # None without calls
     terms: dict[str, float]         # each present term's value on [0, 1], before weighting
     weights: dict[str, float]       # the weights used, renormalised over the present terms
-
-
-def quantile_from_cumulative(bounds_ms: Sequence[float], cumulative_counts: Sequence[int], q: float,
-                             total: int | None = None) -> float | None:
-    """The q-quantile of a histogram given as cumulative counts at ascending upper bounds (Prometheus
-    `le`), interpolated linearly inside its bucket (the first bucket starts at 0). `total` counts the
-    calls above the last bound too (default: none are); a quantile among those is the last bound, as
-    histogram_quantile does. None without calls."""
-    total = cumulative_counts[-1] if total is None and cumulative_counts else total
-    if not cumulative_counts or len(bounds_ms) != len(cumulative_counts) or not total or total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0
-    for bound, count in zip(bounds_ms, cumulative_counts):
-        if count >= rank and count > below:
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return float(bounds_ms[-1])
 
 
 def score(inputs: HealthInputs, policy: HealthPolicy) -> HealthScore:

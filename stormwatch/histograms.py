@@ -5,6 +5,7 @@ values in (bounds[i-1], bounds[i]], the last one those above every bound. The pi
 histograms of different instances and of spans, so each is first turned into cumulative counts at
 one shared set of bounds (Prometheus' `le` buckets). A bucket whose upper bound is above a target
 bound is not counted at it: when the bounds do not line up, the figure errs towards slower.
+`quantile_from_cumulative` reads a quantile back from such cumulative counts.
 """
 
 from __future__ import annotations
@@ -27,3 +28,21 @@ def cumulative_at(bounds: Sequence[float], counts: Sequence[int], targets: Seque
             i += 1
         out.append(total)
     return out
+
+
+def quantile_from_cumulative(bounds_ms: Sequence[float], cumulative_counts: Sequence[int], q: float,
+                             total: int | None = None) -> float | None:
+    """The q-quantile of a histogram given as cumulative counts at ascending upper bounds (Prometheus
+    `le`), interpolated linearly inside its bucket (the first bucket starts at 0). `total` counts the
+    calls above the last bound too (default: none are); a quantile among those is the last bound, as
+    histogram_quantile does. None without calls."""
+    total = cumulative_counts[-1] if total is None and cumulative_counts else total
+    if not cumulative_counts or len(bounds_ms) != len(cumulative_counts) or not total or total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0
+    for bound, count in zip(bounds_ms, cumulative_counts):
+        if count >= rank and count > below:
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return float(bounds_ms[-1])

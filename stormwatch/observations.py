@@ -7,7 +7,8 @@ Entity keys are what the decision topics are keyed by: "service:NAME", "instance
 
 from __future__ import annotations
 
-from stormwatch.health import HealthInputs, quantile_from_cumulative
+from stormwatch.health import HealthInputs
+from stormwatch.histograms import quantile_from_cumulative
 from stormwatch.pareto import InstancePoint
 
 

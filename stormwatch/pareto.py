@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stormwatch.health import positive_number, section_of
+from stormwatch.validation import positive_number, section_of
 
 QUANTILES = ("p99", "p95")
 TOO_FEW_CALLS, WARMING_UP, NO_LATENCY = "TOO_FEW_CALLS", "WARMING_UP", "NO_LATENCY"

@@ -25,20 +25,11 @@ from typing import IO, TypeVar
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from connectors.kafka import producer, require_topics
+from connectors.otlp import encode_json, encoder
+from connectors.trace_formats import read_requests
 from stormwatch.config import Config
-from stormwatch.otlp_encoding import encoder
-from stormwatch.trace_formats import read_requests
-from stormwatch.traffic.otlp import encode
 
 T = TypeVar("T")
-
-
-def otlp_json_lines(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                yield line
 
 
 def _spans(request: dict) -> Iterator[dict]:
@@ -80,7 +71,7 @@ def _requests(batch: dict[tuple[str, str], list[dict]], max_spans: int) -> Itera
 
 def collector_batches(messages: Iterable[bytes], batch_ms: int = 1000, max_spans: int = 256) -> Iterator[bytes]:
     """`batch_requests` of encoded messages, encoded."""
-    return (encode(r) for r in batch_requests((json.loads(m) for m in messages), batch_ms, max_spans))
+    return (encode_json(r) for r in batch_requests((json.loads(m) for m in messages), batch_ms, max_spans))
 
 
 def last_end(request: dict) -> int:

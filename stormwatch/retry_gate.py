@@ -1,9 +1,9 @@
 """Retry gates per service and edge: how many retries callers may make, how late, and within what budget.
 
 The health score picks a tier (the first whose min_score it reaches); a breaker that lets no regular
-call through (OPEN, FORCED_OPEN, HALF_OPEN) allows no retries at all. Delays follow the AWS
-architecture blog's "Exponential Backoff And Jitter" (none, full, decorrelated), capped at max_delay_ms.
-The budget is Finagle's RetryBudget (as Envoy's retry budget and gRPC's retry throttling): retries add
+call through (OPEN, FORCED_OPEN, HALF_OPEN) allows no retries at all. The delays a gate names are for
+callers to draw as in the AWS architecture blog's "Exponential Backoff And Jitter" (none, full,
+decorrelated), capped at max_delay_ms. The budget is Finagle's RetryBudget (as Envoy's retry budget and gRPC's retry throttling): retries add
 at most budget_ratio of the requests plus a reserve of min_retries_per_second, so even at 100 % failure
 retries cannot multiply the load.
 """
@@ -11,13 +11,12 @@ retries cannot multiply the load.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stormwatch.breaker import BLOCKING
-from stormwatch.health import positive_number, section_of, share
+from stormwatch.validation import positive_number, section_of, share
 
 JITTERS = ("none", "full", "decorrelated")
 
@@ -104,44 +103,3 @@ def gate(score: float | None, breaker_state_name: str | None, requests: int, win
     budget = math.floor(policy.budget_ratio * requests + policy.min_retries_per_second * window_seconds)
     return RetryGate(max_retries, chosen.base_delay_ms, chosen.exponential, policy.jitter, policy.max_delay_ms,
                      budget, breaker_state_name, reason, tier)
-
-
-def delays(g: RetryGate, attempt_count: int, rng: random.Random) -> list[float]:
-    """Delays (ms) before each of the first attempt_count retries the gate allows."""
-    out, previous = [], g.base_delay_ms
-    for attempt in range(min(attempt_count, g.max_retries)):
-        ceiling = min(g.base_delay_ms * (2 ** attempt if g.exponential else 1), g.max_delay_ms)
-        if g.jitter == "full":
-            delay = rng.uniform(0, ceiling)
-        elif g.jitter == "decorrelated":
-            delay = min(g.max_delay_ms, rng.uniform(g.base_delay_ms, previous * 3))
-            previous = delay
-        else:
-            delay = ceiling
-        out.append(delay)
-    return out
-
-
-class RetryBudget:
-    """A caller's budget: each request deposits budget_ratio of a retry, each retry withdraws one; when
-    the deposits are spent a reserve filling at min_retries_per_second (starting empty) pays instead.
-    Over T seconds and N requests at most budget_ratio·N + min_retries_per_second·T retries go out."""
-
-    def __init__(self, policy: RetryPolicy, start_s: float):
-        self.ratio, self.rate = policy.budget_ratio, policy.min_retries_per_second
-        self.deposits, self.reserve, self.at_s = 0.0, 0.0, start_s
-
-    def deposit(self) -> None:
-        self.deposits += self.ratio
-
-    def withdraw(self, now_s: float) -> bool:
-        """Whether a retry may go out now (and pay for it)."""
-        self.reserve += self.rate * max(now_s - self.at_s, 0.0)
-        self.at_s = max(self.at_s, now_s)
-        if self.deposits >= 1:
-            self.deposits -= 1
-            return True
-        if self.reserve >= 1:
-            self.reserve -= 1
-            return True
-        return False

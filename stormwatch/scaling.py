@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.health import positive_number, section_of, share
+from stormwatch.validation import positive_number, section_of, share
 from stormwatch.pareto import Front, InstancePoint
 
 SATURATED_SCALE_OUT, SLACK_SCALE_IN = "SATURATED_SCALE_OUT", "SLACK_SCALE_IN"

@@ -8,7 +8,6 @@ configuration (topics, brokers, watermarks) and splits a file into statements.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.decisions import ENVELOPE_SQL_COLUMNS
@@ -129,7 +128,3 @@ def _has_code(part: str) -> bool:
 
 def load_statements(names: list[str], variables: dict[str, object] | None = None) -> list[str]:
     return [stmt for name in names for stmt in statements(render(name, variables))]
-
-
-def available() -> list[Path]:
-    return sorted(SQL_DIR.rglob("*.sql"))

@@ -60,7 +60,8 @@ now: not answering is no evidence of health.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 
 import networkx as nx
 from scipy import special
@@ -82,7 +83,7 @@ LOCAL_SIGNALS = (ERRORS, OWN_TIME)
 
 @dataclass(frozen=True)
 class ServiceWindow:
-    """One service in one window (definitions: tests/trace_windows.py, which Flink SQL must match)."""
+    """One service in one window (definitions: stormwatch/window_aggregates.py, which the Flink SQL must match)."""
 
     service: str
     window_start_ms: int
@@ -110,6 +111,26 @@ class EdgeWindow:
     client_errors: int
     server_errors: int
     gap_ms_total: float
+
+
+# The caller of a trace's root span in stormwatch_edges: the outside world, not a service.
+USER = "user"
+
+
+def _from_record(cls, record: Mapping):
+    return cls(**{f.name: record[f.name] for f in fields(cls)})
+
+
+def service_windows(records: Iterable[Mapping]) -> list[ServiceWindow]:
+    """A window's stormwatch_service_windows records (more columns allowed) as the ranker takes them."""
+    return sorted((_from_record(ServiceWindow, r) for r in records), key=lambda s: s.service)
+
+
+def ranked_edges(records: Iterable[Mapping]) -> list[EdgeWindow]:
+    """The edges of a window's stormwatch_edges records that the ranker weighs: calls from one traced
+    service to another. A root's caller `user` and an untraced callee (`callee_virtual`: a database, an
+    external API named by the CLIENT span) have no service window of their own."""
+    return [_from_record(EdgeWindow, r) for r in records if not r["callee_virtual"] and r["caller"] != USER]
 
 
 @dataclass(frozen=True)

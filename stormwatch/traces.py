@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormwatch.trace_formats import SPAN_KIND_CLIENT, SPAN_KIND_SERVER, STATUS_CODE_ERROR, read_requests
+from connectors.trace_formats import SPAN_KIND_CLIENT, SPAN_KIND_SERVER, STATUS_CODE_ERROR, read_requests
 
 NS_PER_MS = 1_000_000
 

@@ -1,5 +1,5 @@
 """The per-window aggregates Flink SQL computes from spans, in plain Python: the reference the Flink
-SQL implementation is checked against (tests/trace_windows.py), and what `stormwatch backtest` ranks.
+SQL implementation is checked against (reference/trace_windows.py), and what `stormwatch backtest` ranks.
 
 Input: spans (any objects with the fields of stormwatch.traces.Span), deduplicated on (trace_id, span_id) — the first occurrence
 wins, because some exports repeat a span verbatim.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from tests.otlp_reference import spans_of_request
+from reference.otlp import spans_of_request
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 SPAN_ID = re.compile(r"^[0-9a-fA-F]{16}$")

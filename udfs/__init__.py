@@ -1,2 +1,4 @@
-"""Python UDFs that Flink jobs register, for per-window work only (graph analysis, fronts, state
-machines), run in thread mode. Per-span work stays in Flink SQL on the JVM."""
+"""The functions the SQL calls, Python side: `cumulative_buckets` (histograms.py), which the health job
+registers for its metrics views and which runs once per metrics record, in thread mode. The Java
+functions and operators (MERGE_HISTOGRAMS, HISTOGRAM_QUANTILE, …, the trace assembler) are in
+jvm/functions, one jar in every job's pipeline.jars: per-span work stays on the JVM."""

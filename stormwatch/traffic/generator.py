@@ -1,13 +1,12 @@
 """Deterministic OTLP traces of an AI tool chain: gateway -> orchestrator -> LLM inference, retrieval, tools.
 
 `TraceGenerator` draws every trace from one seeded `random.Random`, ids included, so the same seed and
-parameters give the same spans and, through `to_export_requests` and `stormwatch.traffic.otlp.encode`,
-the same bytes. The messages are ExportTraceServiceRequests as the OpenTelemetry Collector's kafka
-exporter writes them with `encoding: otlp_json` (stormwatch/otlp_encoding.py turns them into
-otlp_proto where the configuration says so). Event time is the start time plus
+parameters give the same spans and, through `stormwatch.traffic.otlp.to_export_requests` and
+`connectors.otlp.encoder`, the same bytes: ExportTraceServiceRequests as the OpenTelemetry Collector's
+kafka exporter writes them. Event time is the start time plus
 the generator's own clock; the wall clock is never read.
 
-The call graph is data (`Topology`). Each service runs on several `Instance`s of different capacity:
+The call graph is data (`Topology`, stormwatch/traffic/topology.py). Each service runs on several `Instance`s of different capacity:
 an instance is a queue with `workers` servers whose exponential work adds up to its capacity in
 requests/s, so a request waits before it is worked on, a little at low utilisation and without bound
 as the utilisation nears 1 (a request that would wait longer than the service's `max_queue_ms` is
@@ -15,7 +14,7 @@ rejected at once: load shedding). Capacities are sized from the nominal rate (`n
 an instance with `headroom` 2 runs at utilisation 0.5 under the nominal load, whatever that rate is.
 Latencies are lognormal around per-service medians, errors start at a background rate and mostly
 propagate to the callers, callers retry failed calls (`Params.retries`, each retry a CLIENT span with
-`http.request.resend_count`), and `Fault`s (e.g. `FaultWindow`) change a service's or one instance's
+`http.request.resend_count`), and `Fault`s (e.g. `FaultWindow`; stormwatch/traffic/faults.py) change a service's or one instance's
 latency, error rate and capacity for traces starting in a window of event time, while a `LoadShape`
 changes the arrival rate over time.
 """
@@ -25,15 +24,15 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from functools import cached_property
 from itertools import islice
-from typing import Literal, Protocol
 
+from connectors.otlp import AttributeValue
+from stormwatch.traffic.faults import Fault, FaultEffect, LoadShape, Params
 from stormwatch.traffic.metrics import InstanceInfo, InstanceInterval, MetricsRecorder, MetricsSettings
-from stormwatch.traffic.otlp import SCOPE, AttributeValue, attributes_json, resource_json
+from stormwatch.traffic.topology import DEFAULT_TOPOLOGY, Call, External, Service, Stage, Topology
 
 # 2026-01-01T00:00:00Z: a fixed default, so output does not depend on when it is generated.
 DEFAULT_START_UNIX_NANO = 1_767_225_600 * 10**9
@@ -71,326 +70,6 @@ class Span:
     attributes: tuple[tuple[str, AttributeValue], ...] = ()
     status_code: StatusCode = StatusCode.UNSET
     status_message: str = ""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Topology
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A step a service does itself: an INTERNAL span under its SERVER span."""
-
-    name: str
-    base_ms: float
-    # Makes a stage such as `decode` take time in proportion to the output tokens drawn for the request.
-    ms_per_output_token: float = 0.0
-
-
-@dataclass(frozen=True)
-class Call:
-    """A step that calls another service or an external dependency, made with `probability` per request."""
-
-    target: str
-    probability: float = 1.0
-
-
-@dataclass(frozen=True)
-class Tokens:
-    """The token counts an LLM request reads and writes: lognormal around the medians."""
-
-    model: str
-    median_input: int
-    median_output: int
-    sigma: float = 0.6
-    max_output: int = 1024
-
-    def draw(self, rng: random.Random) -> tuple[int, int]:
-        """(input tokens, output tokens) of one request."""
-        input_tokens, output_tokens = (
-            max(1, round(median * rng.lognormvariate(0.0, self.sigma)))
-            for median in (self.median_input, self.median_output)
-        )
-        return input_tokens, min(self.max_output, output_tokens)
-
-
-@dataclass(frozen=True)
-class Instance:
-    """One instance of a service, f"{service}-{i}" for the i-th.
-
-    `headroom` is its capacity over its share of the service's nominal load (requests are spread
-    evenly over the instances): 2.0 serves the nominal rate at utilisation 0.5, 1.25 at 0.8.
-    `latency_factor` makes it slower at everything it does (older hardware); `workers` is how many
-    requests it works on at once: many for an async HTTP/gRPC server, so it queues only when it runs out
-    of capacity; GPU instances batch a few.
-    """
-
-    headroom: float = 2.0
-    latency_factor: float = 1.0
-    workers: int = 64
-
-    def __post_init__(self) -> None:
-        if self.headroom <= 0 or self.latency_factor <= 0 or self.workers < 1:
-            raise ValueError(f"Instance: headroom and latency_factor must be positive, workers at least 1: {self}")
-
-
-@dataclass(frozen=True)
-class Service:
-    """A traced service: one SERVER span per request on one of its instances, then its steps in order."""
-
-    name: str
-    operation: str  # "POST /route" for http, "package.Service/Method" for grpc
-    transport: Literal["http", "grpc"]
-    base_ms: float  # median of the time the service spends outside its steps
-    instances: tuple[Instance, ...]
-    steps: tuple[Stage | Call, ...] = ()
-    sigma: float = 0.3
-    tokens: Tokens | None = None
-    error_message: str = "internal error"
-    # A request that would wait longer than this in an instance's queue is rejected at once.
-    max_queue_ms: float = 2000.0
-
-
-@dataclass(frozen=True)
-class External:
-    """A dependency that is not traced: only the caller's CLIENT span shows it, named by peer.service."""
-
-    name: str
-    address: str  # server.address
-    operation: str  # "GET /path" for http, "operation collection" for db
-    transport: Literal["http", "db"]
-    base_ms: float
-    sigma: float = 0.4
-    db_system: str = ""
-    error_message: str = "unavailable"
-
-
-@dataclass(frozen=True)
-class Topology:
-    root: str
-    services: tuple[Service, ...]
-    externals: tuple[External, ...] = ()
-
-    def __post_init__(self) -> None:
-        if len(self.nodes) != len(self.services) + len(self.externals):
-            raise ValueError("topology: two services or externals share a name")
-        if not isinstance(self.nodes.get(self.root), Service):
-            raise ValueError(f"topology: root {self.root!r} is not a traced service")
-        self._check(self.root, ())
-
-    @cached_property
-    def nodes(self) -> dict[str, Service | External]:
-        return {node.name: node for node in (*self.services, *self.externals)}
-
-    @cached_property
-    def visits(self) -> dict[str, float]:
-        """Expected first-attempt requests per trace to each service: what capacities are sized on."""
-        out: dict[str, float] = {}
-
-        def visit(name: str, weight: float) -> None:
-            out[name] = out.get(name, 0.0) + weight
-            node = self.nodes[name]
-            for step in node.steps if isinstance(node, Service) else ():
-                if isinstance(step, Call):
-                    visit(step.target, weight * step.probability)
-
-        visit(self.root, 1.0)
-        return out
-
-    def _check(self, name: str, path: tuple[str, ...]) -> None:
-        # Generation recurses along calls, so an unknown target or a cycle must fail here instead.
-        node = self.nodes.get(name)
-        if node is None:
-            raise ValueError(f"topology: {path[-1]} calls unknown {name!r}")
-        if name in path:
-            raise ValueError(f"topology: call cycle {' -> '.join((*path, name))}")
-        if isinstance(node, External):
-            return
-        if not node.instances:
-            raise ValueError(f"topology: {name} has no instances")
-        for step in node.steps:
-            if isinstance(step, Call):
-                self._check(step.target, (*path, name))
-            elif step.ms_per_output_token and node.tokens is None:
-                raise ValueError(f"topology: stage {step.name} of {name} is per token but {name} has no Tokens")
-
-
-DEFAULT_TOPOLOGY = Topology(
-    root="gateway",
-    services=(
-        Service(
-            "gateway", "POST /v1/chat", "http", base_ms=2.0,
-            instances=(Instance(2.5), Instance(2.0, latency_factor=1.15)),
-            steps=(Call("orchestrator"),), error_message="auth backend timeout",
-        ),
-        Service(
-            "orchestrator", "agent.Orchestrator/Run", "grpc", base_ms=4.0,
-            instances=(Instance(2.5), Instance(2.5), Instance(1.6, latency_factor=1.4)),
-            steps=(
-                Call("retrieval", 0.9),
-                Call("llm-inference"),
-                Call("tool-runner", 0.4),
-            ),
-            error_message="plan validation failed",
-        ),
-        Service(
-            # GPU instances: few requests batched at once, and a third on an older card.
-            "llm-inference", "inference.Generator/Generate", "grpc", base_ms=1.0,
-            instances=(Instance(2.0, workers=2), Instance(2.0, workers=2), Instance(1.4, latency_factor=1.8, workers=2)),
-            steps=(
-                Stage("tokenize", 1.5),
-                Stage("kv-cache-load", 8.0),
-                Stage("decode", 5.0, ms_per_output_token=12.0),
-            ),
-            tokens=Tokens("llama-3.1-8b-instruct", median_input=600, median_output=180),
-            error_message="CUDA out of memory", max_queue_ms=5000.0,
-        ),
-        Service(
-            "retrieval", "POST /v1/retrieve", "http", base_ms=3.0,
-            instances=(Instance(2.5), Instance(1.8, latency_factor=1.25)),
-            steps=(Call("vector-db"),), error_message="embedding model not loaded",
-        ),
-        Service(
-            "tool-runner", "POST /v1/tools/invoke", "http", base_ms=5.0,
-            instances=(Instance(2.5), Instance(2.5), Instance(1.8, latency_factor=1.3)),
-            steps=(Call("search-api", 0.7), Call("llm-api", 0.3)),
-            error_message="tool sandbox crashed",
-        ),
-    ),
-    externals=(
-        External(
-            "vector-db", "vector-db.data.svc", "search documents", "db", base_ms=6.0,
-            db_system="qdrant", error_message="deadline exceeded",
-        ),
-        External(
-            "search-api", "api.search.example.com", "GET /v1/search", "http", base_ms=250.0,
-            error_message="upstream timeout",
-        ),
-        External(
-            "llm-api", "api.llm-provider.example.com", "POST /v1/chat/completions", "http", base_ms=900.0,
-            sigma=0.5, error_message="provider overloaded",
-        ),
-    ),
-)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Rates and faults
-
-
-def _check_probability(what: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{what} must be in [0, 1], got {value}")
-
-
-@dataclass(frozen=True)
-class Params:
-    """Error rates and network delay; latencies and capacities live in the topology."""
-
-    # Chance that a SERVER span (or an external call) fails by itself, per service unless overridden.
-    error_rate: float = 0.005
-    service_error_rates: Mapping[str, float] = field(default_factory=dict)
-    # Chance that a caller fails when a call fails; otherwise it catches the error and carries on.
-    propagation: float = 0.85
-    # One-way delay between a CLIENT span and its SERVER span, each way: lognormal around network_ms.
-    network_ms: float = 0.3
-    network_sigma: float = 0.5
-    # How often a caller tries a failed call again (caller name -> retries): each retry is a real call,
-    # so a failing callee sees its load multiplied, a retry storm. Retry n waits a full-jitter
-    # exponential backoff first: uniform in [0, retry_backoff_ms * 2^(n - 1)].
-    retries: Mapping[str, int] = field(default_factory=dict)
-    retry_backoff_ms: float = 50.0
-
-    def __post_init__(self) -> None:
-        _check_probability("error_rate", self.error_rate)
-        _check_probability("propagation", self.propagation)
-        for name, rate in self.service_error_rates.items():
-            _check_probability(f"service_error_rates[{name!r}]", rate)
-        if any(n < 0 for n in self.retries.values()) or self.retry_backoff_ms < 0:
-            raise ValueError(f"retries and retry_backoff_ms must not be negative: {self.retries}, {self.retry_backoff_ms}")
-
-
-@dataclass(frozen=True)
-class FaultEffect:
-    latency_factor: float = 1.0
-    error_rate: float = 0.0
-    delay_ms: float = 0.0  # added to the service's own time of each request
-    capacity_factor: float = 1.0
-
-
-NO_EFFECT = FaultEffect()
-
-
-class Fault(Protocol):
-    """Something that changes a service's spans in traces that start `elapsed_s` after the generator's start.
-
-    `instance` is None for an external dependency, which has no instances.
-    """
-
-    def effect(self, service: str, instance: str | None, elapsed_s: float) -> FaultEffect: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class FaultWindow:
-    """Changes `service` (or only its `instance`) for traces starting in [start_s, end_s): slower by
-    `latency_factor`, `delay_ms` more of its own time per request (a latency spike), failing at
-    `error_rate` more (an error burst), `capacity_factor` of its capacity (a slow instance). After
-    end_s it is back to normal: what remains is the backlog its queues still hold."""
-
-    service: str
-    instance: str | None = None
-    start_s: float
-    end_s: float
-    latency_factor: float = 1.0
-    error_rate: float = 0.0
-    delay_ms: float = 0.0
-    capacity_factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.end_s <= self.start_s:
-            raise ValueError(f"FaultWindow: end_s {self.end_s} is not after start_s {self.start_s}")
-        if self.latency_factor <= 0 or self.capacity_factor <= 0:
-            raise ValueError(f"FaultWindow: latency_factor and capacity_factor must be positive: {self}")
-        if self.delay_ms < 0:
-            raise ValueError(f"FaultWindow: delay_ms must not be negative, got {self.delay_ms}")
-        _check_probability("FaultWindow.error_rate", self.error_rate)
-
-    def effect(self, service: str, instance: str | None, elapsed_s: float) -> FaultEffect:
-        hit = (
-            service == self.service
-            and self.instance in (None, instance)
-            and self.start_s <= elapsed_s < self.end_s
-        )
-        if not hit:
-            return NO_EFFECT
-        return FaultEffect(self.latency_factor, self.error_rate, self.delay_ms, self.capacity_factor)
-
-
-@dataclass(frozen=True)
-class LoadShape:
-    """A multiplier of the arrival rate over event time: piecewise linear through (elapsed_s, factor)
-    points, the first factor before the first point and the last after the last."""
-
-    points: tuple[tuple[float, float], ...]
-
-    def __post_init__(self) -> None:
-        if not self.points:
-            raise ValueError("LoadShape: no points")
-        times = [t for t, _ in self.points]
-        if times != sorted(times):
-            raise ValueError(f"LoadShape: times must ascend, got {times}")
-        if any(f <= 0 for _, f in self.points):
-            raise ValueError(f"LoadShape: factors must be positive, got {[f for _, f in self.points]}")
-
-    def factor(self, elapsed_s: float) -> float:
-        (t0, f0), rest = self.points[0], self.points[1:]
-        if elapsed_s <= t0:
-            return f0
-        for t1, f1 in rest:
-            if elapsed_s < t1:
-                return f0 + (f1 - f0) * (elapsed_s - t0) / (t1 - t0)
-            t0, f0 = t1, f1
-        return f0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -694,48 +373,3 @@ class TraceGenerator:
         trace.add(span_id, parent_span_id, caller, caller_instance, name, SpanKind.CLIENT,
                   start, end, shared + peer + retry, failure)
         return end, failure
-
-
-# ---------------------------------------------------------------------------------------------------
-# OTLP/JSON
-
-
-def _span_json(span: Span) -> dict:
-    out = {"traceId": span.trace_id, "spanId": span.span_id}
-    # The Collector omits empty fields: a root has no parentSpanId, an UNSET status is {}.
-    if span.parent_span_id:
-        out["parentSpanId"] = span.parent_span_id
-    out |= {
-        "name": span.name,
-        "kind": int(span.kind),
-        "startTimeUnixNano": str(span.start_unix_nano),
-        "endTimeUnixNano": str(span.end_unix_nano),
-    }
-    if span.attributes:
-        out["attributes"] = attributes_json(span.attributes)
-    out["status"] = {"code": int(span.status_code), "message": span.status_message} if span.status_code else {}
-    return out
-
-
-def _export_request(spans: list[Span]) -> dict:
-    by_resource: dict[tuple[str, str], list[dict]] = {}
-    for span in spans:
-        by_resource.setdefault((span.service, span.instance), []).append(_span_json(span))
-    return {
-        "resourceSpans": [
-            {"resource": resource_json(service, instance), "scopeSpans": [{"scope": SCOPE, "spans": items}]}
-            for (service, instance), items in by_resource.items()
-        ]
-    }
-
-
-def to_export_requests(spans: Iterable[Span], max_spans_per_message: int = 256) -> list[dict]:
-    """ExportTraceServiceRequests of at most `max_spans_per_message` spans each, keeping the spans' order
-    across messages and grouping a message's spans by resource (service and instance) as the Collector does."""
-    if max_spans_per_message < 1:
-        raise ValueError(f"max_spans_per_message must be at least 1, got {max_spans_per_message}")
-    spans = list(spans)
-    return [
-        _export_request(spans[i : i + max_spans_per_message])
-        for i in range(0, len(spans), max_spans_per_message)
-    ]

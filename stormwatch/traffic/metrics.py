@@ -31,7 +31,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from stormwatch.traffic.otlp import SCOPE, attributes_json, resource_json
+from connectors.otlp import attributes_json, resource_json
+from stormwatch.traffic import SCOPE
 
 # OTLP AggregationTemporality: each data point covers its own interval only.
 AGGREGATION_TEMPORALITY_DELTA = 1

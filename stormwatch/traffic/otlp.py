@@ -1,29 +1,42 @@
-"""OTLP/JSON pieces shared by the generated traces and metrics: attributes, resources, the scope, encoding."""
+"""Generated spans as OTLP/JSON ExportTraceServiceRequests, as the OpenTelemetry Collector's kafka
+exporter writes them with `encoding: otlp_json`; connectors/otlp.py holds the OTLP JSON pieces and turns a
+request into the bytes of either encoding."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
-# The instrumentation scope everything generated is reported under.
-SCOPE = {"name": "stormwatch.traffic"}
-
-# Attribute values the generator produces; OTLP/JSON writes an int64 as a string.
-AttributeValue = str | int
+from connectors.otlp import attributes_json, resource_json, span_json
+from stormwatch.traffic import SCOPE
+from stormwatch.traffic.generator import Span
 
 
-def attributes_json(attributes: Iterable[tuple[str, AttributeValue]]) -> list[dict]:
-    """OTLP/JSON KeyValues; int64 values are JSON strings (the proto3 JSON mapping)."""
+def _span_json(span: Span) -> dict:
+    # An UNSET status is {}, as the Collector writes it.
+    status = {"code": int(span.status_code), "message": span.status_message} if span.status_code else {}
+    return span_json(span.trace_id, span.span_id, span.parent_span_id, span.name, int(span.kind),
+                     span.start_unix_nano, span.end_unix_nano, attributes_json(span.attributes), [], [], status)
+
+
+def _export_request(spans: list[Span]) -> dict:
+    by_resource: dict[tuple[str, str], list[dict]] = {}
+    for span in spans:
+        by_resource.setdefault((span.service, span.instance), []).append(_span_json(span))
+    return {
+        "resourceSpans": [
+            {"resource": resource_json(service, instance), "scopeSpans": [{"scope": SCOPE, "spans": items}]}
+            for (service, instance), items in by_resource.items()
+        ]
+    }
+
+
+def to_export_requests(spans: Iterable[Span], max_spans_per_message: int = 256) -> list[dict]:
+    """ExportTraceServiceRequests of at most `max_spans_per_message` spans each, keeping the spans' order
+    across messages and grouping a message's spans by resource (service and instance) as the Collector does."""
+    if max_spans_per_message < 1:
+        raise ValueError(f"max_spans_per_message must be at least 1, got {max_spans_per_message}")
+    spans = list(spans)
     return [
-        {"key": key, "value": {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}}
-        for key, value in attributes
+        _export_request(spans[i : i + max_spans_per_message])
+        for i in range(0, len(spans), max_spans_per_message)
     ]
-
-
-def resource_json(service: str, instance: str) -> dict:
-    return {"attributes": attributes_json([("service.name", service), ("service.instance.id", instance)])}
-
-
-def encode(message: dict) -> bytes:
-    """One Kafka message value: compact JSON, as the Collector's otlp_json encoding writes it."""
-    return json.dumps(message, separators=(",", ":")).encode()

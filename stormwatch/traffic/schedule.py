@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from stormwatch.traffic.generator import FaultWindow, LoadShape
+from stormwatch.traffic.faults import FaultWindow, LoadShape
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 _KEYS = {"description", "duration_s", "load", "retries", "faults"}

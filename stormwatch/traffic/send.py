@@ -14,13 +14,13 @@ import threading
 import time
 from dataclasses import dataclass
 
+from connectors.otlp import encode_json, encoder
 from stormwatch import catalog
 from stormwatch.config import Config
-from stormwatch.otlp_encoding import encoder
 from stormwatch.replay import paced, send
-from stormwatch.traffic.generator import Params, TraceGenerator
+from stormwatch.traffic.faults import Params
+from stormwatch.traffic.generator import TraceGenerator
 from stormwatch.traffic.metrics import MetricsSettings
-from stormwatch.traffic.otlp import encode
 from stormwatch.traffic.schedule import Schedule
 from stormwatch.traffic.stream import MetricsFormat, Output, outputs
 
@@ -79,7 +79,7 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
     def counted(index: int, output: Output) -> tuple[str, bytes | None, bytes]:
         unacked[index] = output
         key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
-        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode)(output.value)
+        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode_json)(output.value)
 
     def on_acked(index: int) -> None:
         output = unacked.pop(index)

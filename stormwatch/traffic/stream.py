@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from itertools import count, groupby
 from typing import Literal
 
-from stormwatch.traffic.generator import Span, TraceGenerator, to_export_requests
+from stormwatch.traffic.generator import Span, TraceGenerator
 from stormwatch.traffic.metrics import InstanceInterval, otlp_metrics_request
+from stormwatch.traffic.otlp import to_export_requests
 
 MetricsFormat = Literal["native", "otlp"]
 

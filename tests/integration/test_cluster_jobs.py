@@ -10,10 +10,11 @@ import urllib.request
 
 import pytest
 
+from connectors.otlp import encode_json
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.replay import produce
-from stormwatch.traffic.generator import TraceGenerator, to_export_requests
-from stormwatch.traffic.otlp import encode
+from stormwatch.traffic.generator import TraceGenerator
+from stormwatch.traffic.otlp import to_export_requests
 from tests.conftest import read_topic, run_bounded, stormwatch
 from tests.schemas import assert_valid
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 def test_health_job_on_the_standalone_cluster_decides(config, topics_for, flink_cluster):
     names = topics_for(tuple(TOPIC_ROLES))
     spans = sorted((s for t in TraceGenerator(seed=5).generate(5.0, 150) for s in t), key=lambda s: s.end_unix_nano)
-    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_bounded(names, ["spans"])  # health reads the span path's per-instance figures
 
     result = stormwatch("run", "health", "--cluster", "--", "--bounded", "--group-id", f"health-{names['source']}",

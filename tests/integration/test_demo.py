@@ -19,7 +19,7 @@ import pytest
 
 from connectors.kafka import delete_topics
 from stormwatch.config import PROJECT_ROOT, load
-from stormwatch.demo import JOBS
+from stormwatch.job_registry import CHAIN
 from tests.conftest import TEST_CONFIG
 
 pytestmark = pytest.mark.integration
@@ -134,6 +134,6 @@ def test_the_page_draws_the_service_graph_and_fronts_in_headless_chromium(demo):
 def test_ctrl_c_stops_every_job_and_leaves_the_session_broker_running(demo, kafka):
     out = demo["out"]
     assert demo["code"] == 0, out[-3000:]  # a clean stop, not a crash
-    for job in JOBS:
+    for job in CHAIN:
         assert f"job {job} stopped" in out
     assert kafka.pid() is not None

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 
 from connectors.kafka import consumer
+from reference.otlp import SHARED_DATA, Span, otlp_json_lines, spans_of_file
 from stormwatch.config import DEFAULT_CONFIG, load
-from stormwatch.replay import otlp_json_lines, produce
+from stormwatch.replay import produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, Span, spans_of_file
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -237,7 +237,7 @@ HOSTILE_PROTO = [
 
 
 def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_rest(config, topics, tmp_path):
-    from stormwatch.otlp_encoding import encode_proto
+    from connectors.otlp import encode_proto
 
     proto_config = tmp_path / "proto.toml"
     proto_config.write_text(f'base = {str(TEST_CONFIG)!r}\n[pipeline.spans]\nencoding = "otlp_proto"\n')

@@ -9,13 +9,15 @@ import uuid
 import pytest
 
 from connectors.kafka import create_topics
+from connectors.otlp import encode_json
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
-from stormwatch.replay import collector_batches, otlp_json_lines, produce
-from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, FaultWindow, Params, TraceGenerator, to_export_requests
-from stormwatch.traffic.otlp import encode
+from stormwatch.replay import collector_batches, produce
+from stormwatch.traffic.faults import FaultWindow, Params
+from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
+from stormwatch.traffic.otlp import to_export_requests
 from tests.conftest import read_topic, run_bounded, sql_client, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -51,7 +53,7 @@ def storm(config, kafka, flink_cluster):
                         latency_factor=4.0, error_rate=0.9)
     generator = TraceGenerator(seed=11, faults=[fault], params=Params(retries={"orchestrator": 2}))
     spans = sorted((s for t in generator.generate(5.0, END_S) for s in t), key=lambda s: s.end_unix_nano)
-    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_chain(config, names)
     read = {role: read_topic(config, names[role], 1, timeout=60)
             for role in ("health", "breaker_decisions", "retry_decisions")}
@@ -162,7 +164,7 @@ def test_a_published_policy_is_stamped_on_decisions_and_an_invalid_one_is_dead_l
         assert result.returncode == 0, result.stderr
     generator = TraceGenerator(seed=3)
     spans = sorted((s for t in generator.generate(5.0, 240) for s in t), key=lambda s: s.end_unix_nano)
-    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_chain(config, names)
 
     health = read_topic(config, names["health"], 1, timeout=60)

@@ -9,11 +9,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from stormwatch.otlp_encoding import encode_proto
-from stormwatch.replay import otlp_json_lines, produce
+from connectors.otlp import encode_proto
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
+from stormwatch.replay import produce
 from tests.conftest import TEST_CONFIG, read_topic, run_bounded, stormwatch
 from tests.hostile_messages import Case, big_trace, broken_protobuf, drawn, mutated
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration

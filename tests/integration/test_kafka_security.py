@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from connectors.kafka import broker_ready, create_topics
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.config import load
-from stormwatch.replay import otlp_json_lines, produce
+from stormwatch.replay import produce
 from stormwatch.runtime.flink_cluster import flink_home
 from stormwatch.runtime.kafka_broker import KafkaBroker
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,11 @@ from itertools import groupby
 import pytest
 
 from connectors.kafka import create_topics
+from connectors.otlp import encode_json
 from stormwatch.replay import produce
-from stormwatch.traffic.generator import TraceGenerator, to_export_requests
+from stormwatch.traffic.generator import TraceGenerator
 from stormwatch.traffic.metrics import MetricsSettings, otlp_metrics_request
-from stormwatch.traffic.otlp import encode
+from stormwatch.traffic.otlp import to_export_requests
 from tests.conftest import live_job, read_topic, run_bounded
 from tests.integration.test_health_pipeline import ROLES
 from tests.schemas import assert_valid
@@ -56,9 +57,9 @@ def _hostile(requests: list[dict]) -> list[tuple[bytes, str]]:
     return [
         (b"this is not json", "not a JSON object"),
         (b'{"resourceMetrics": 3}', "no resourceMetrics array: not an OTLP ExportMetricsServiceRequest"),
-        (encode(no_service), "resource has no service.name attribute"),
-        (encode(short_buckets), "data point malformed: explicitBounds must ascend and bucketCounts have one entry more"),
-        (encode(cumulative), "is not in delta temporality"),
+        (encode_json(no_service), "resource has no service.name attribute"),
+        (encode_json(short_buckets), "data point malformed: explicitBounds must ascend and bucketCounts have one entry more"),
+        (encode_json(cumulative), "is not in delta temporality"),
     ]
 
 
@@ -75,9 +76,9 @@ def both(config, kafka):
     intervals = generator.metrics(final=True)
     requests = [otlp_metrics_request(group) for _, group in groupby(intervals, key=lambda i: i.end_unix_nano)]
     hostile = _hostile(requests)
-    produce(config, shared["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, shared["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     produce(config, native["metrics"], [json.dumps(i.record()).encode() for i in intervals], partition=0)
-    produce(config, otlp["otlp_metrics"], [encode(r) for r in requests] + [m for m, _ in hostile], partition=0)
+    produce(config, otlp["otlp_metrics"], [encode_json(r) for r in requests] + [m for m, _ in hostile], partition=0)
 
     run_bounded(shared, ["spans"])
     run_bounded(native, ["health"])
@@ -131,13 +132,13 @@ def test_a_late_otlp_message_reaches_the_dead_letters_not_a_closed_window(config
     from connectors.kafka import producer
 
     names = both["otlp"] | topics_for(("otlp_metrics", *OUTPUTS))
-    produce(config, names["otlp_metrics"], [encode(r) for r in both["requests"]], partition=0)
+    produce(config, names["otlp_metrics"], [encode_json(r) for r in both["requests"]], partition=0)
     client = producer(config)
     try:
         with live_job("health", names, "--from-earliest", "--group-id", f"late-{names['otlp_metrics']}"):
             assert read_topic(config, names["instance_windows"], 1, timeout=180), "windows closed"
             # The first interval again: its windows closed long ago.
-            client.send(names["otlp_metrics"], value=encode(both["requests"][0]), partition=0)
+            client.send(names["otlp_metrics"], value=encode_json(both["requests"][0]), partition=0)
             client.flush()
             dead = read_topic(config, names["dead_letters"], 1, timeout=90)
     finally:

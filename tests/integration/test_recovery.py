@@ -17,11 +17,13 @@ from collections.abc import Callable
 import pytest
 
 from connectors.kafka import consumer, create_topics, producer
+from connectors.otlp import encode_json
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.replay import produce
 from stormwatch.runtime.processes import wait_until
-from stormwatch.traffic.generator import FaultWindow, Params, TraceGenerator, to_export_requests
-from stormwatch.traffic.otlp import encode
+from stormwatch.traffic.faults import FaultWindow, Params
+from stormwatch.traffic.generator import TraceGenerator
+from stormwatch.traffic.otlp import to_export_requests
 from tests.conftest import run_bounded, stormwatch
 
 pytestmark = pytest.mark.integration
@@ -55,7 +57,7 @@ def staged(config, kafka, flink_cluster):
     fault = FaultWindow(service="llm-inference", start_s=100, end_s=180, latency_factor=4.0, error_rate=0.9)
     generator = TraceGenerator(seed=23, faults=[fault], params=Params(retries={"orchestrator": 2}))
     spans = sorted((s for t in generator.generate(5.0, 360) for s in t), key=lambda s: s.end_unix_nano)
-    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_bounded(names, ["spans", "health"])
     reference = {role: Counter((k, v) for _, k, v in records(config, names[role])) for role in OUTPUTS}
     assert sum(reference["breaker_decisions"].values()) > 0

@@ -15,8 +15,8 @@ import pytest
 from kafka import TopicPartition
 
 from connectors.kafka import consumer
+from connectors.trace_formats import read_requests
 from stormwatch import catalog
-from stormwatch.trace_formats import read_requests
 from stormwatch.config import PROJECT_ROOT
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
 from tests.schemas import assert_valid

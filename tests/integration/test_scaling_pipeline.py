@@ -11,12 +11,14 @@ import uuid
 import pytest
 
 from connectors.kafka import create_topics
+from connectors.otlp import encode_json
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import produce
-from stormwatch.traffic.generator import (DEFAULT_START_UNIX_NANO, Instance, LoadShape, Service, Topology,
-                                          TraceGenerator, to_export_requests)
-from stormwatch.traffic.otlp import encode
+from stormwatch.traffic.faults import LoadShape
+from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
+from stormwatch.traffic.otlp import to_export_requests
+from stormwatch.traffic.topology import Instance, Service, Topology
 from tests.conftest import read_topic, run_bounded, sql_client
 from tests.schemas import assert_valid
 
@@ -46,7 +48,7 @@ def decided(config, kafka, flink_cluster):
     # Its own generator (and random stream), so the chain's traffic is the same with or without it.
     falling = TraceGenerator(seed=6, topology=EMBEDDER, load=FALLING_LOAD, nominal_rate_per_s=10.0)
     spans = sorted([*chain, *(s for t in falling.generate(10.0, END_S) for s in t)], key=lambda s: s.end_unix_nano)
-    produce(config, names["source"], [encode(r) for r in to_export_requests(spans)], partition=0)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_bounded(names, ["spans", "health", "scaling"])
     return {"names": names,
             **{role: read_topic(config, names[role], 1, timeout=60) for role in ("pareto_fronts", "scaling_decisions")}}

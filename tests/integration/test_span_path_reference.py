@@ -1,4 +1,4 @@
-"""The span path against the independent per-trace reference (tests/trace_windows.py), on every file
+"""The span path against the independent per-trace reference (reference/trace_windows.py), on every file
 of the shared TrainTicket data, in both encodings the Collector's kafka exporter writes: every count of
 every service window and of every traced cross-service edge equals the reference's, the summed times
 within rounding. (Percentiles are not compared: the job's come from log-scale histograms, the
@@ -11,12 +11,12 @@ import math
 
 import pytest
 
-from stormwatch.otlp_encoding import encode_proto
-from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from connectors.otlp import encode_proto
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
+from reference.trace_windows import aggregate
+from stormwatch.replay import collector_batches, produce
 from tests.conftest import TEST_CONFIG, read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
-from tests.trace_windows import aggregate
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import uuid
 import pytest
 
 from connectors.kafka import create_topics
-from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
+from stormwatch.replay import collector_batches, produce
 from stormwatch.runtime.flink_cluster import FlinkCluster
 from tests.conftest import read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_file
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from stormwatch.replay import collector_batches, otlp_json_lines, produce
+from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_request
+from stormwatch.replay import collector_batches, produce
 from tests.conftest import live_job, read_topic, stormwatch
-from tests.otlp_reference import SHARED_DATA, spans_of_request
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration

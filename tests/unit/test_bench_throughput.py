@@ -8,7 +8,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from throughput import SEED, TRACE_RATE, Input, messages_read, request_chunks, steady  # noqa: E402
 
-from stormwatch.traffic.generator import TraceGenerator, to_export_requests  # noqa: E402
+from stormwatch.traffic.generator import TraceGenerator  # noqa: E402
+from stormwatch.traffic.otlp import to_export_requests  # noqa: E402
 
 TOPIC = "bench_source_ab12"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from stormwatch.config import load
-from stormwatch.demo import JOBS
+from stormwatch.job_registry import CHAIN
 from stormwatch.runtime.flink_cluster import PYTHON_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,18 +139,18 @@ def test_submit_runs_the_whole_chain_on_the_configured_jobmanager():
     for job in jobs:
         assert in_repo(job).is_file(), job
     # Every job of the product, each submitted once: what the demo runs.
-    assert sorted(Path(job).stem for job in jobs) == sorted(JOBS)
+    assert sorted(Path(job).stem for job in jobs) == sorted(CHAIN)
     rest = f"{DOCKER_CONFIG.get('flink', 'rest_address')}:{DOCKER_CONFIG.get('flink', 'rest_port')}"
     assert set(command_values("submit", "-m")) == {rest}
     # One `flink list` per job, on the same JobManager, before its `flink run`.
-    assert submit_script().count("flink list --running") == len(JOBS)
+    assert submit_script().count("flink list --running") == len(CHAIN)
 
 
 def test_submit_skips_only_the_job_that_is_running():
     """Each job is looked for under the name it runs as (jobs/*.py: `stormwatch-<job>`), so starting
     the service again submits exactly the jobs that are not running."""
     script = submit_script()
-    for job in JOBS:
+    for job in CHAIN:
         source = (ROOT / "jobs" / f"{job}.py").read_text()
         assert f'JOB = "{job}"' in source and 'f"stormwatch-{JOB}"' in source, job
         looked_for = script.index(f"grep -q ' : stormwatch-{job} ('")
@@ -158,7 +158,7 @@ def test_submit_skips_only_the_job_that_is_running():
         assert looked_for < submitted
         # Nothing between the check and the job's own `flink run` submits another job.
         assert script[looked_for:submitted].count("flink run") == 1
-    assert "--detached" in script and script.count("flink run --detached") == len(JOBS)
+    assert "--detached" in script and script.count("flink run --detached") == len(CHAIN)
     # Compose would substitute $NAME itself, before bash sees it.
     assert "$" not in script.replace("$$", "")
 
@@ -166,7 +166,7 @@ def test_submit_skips_only_the_job_that_is_running():
 def test_taskmanager_has_a_slot_for_every_subtask_of_every_job():
     flink = DOCKER_CONFIG.section("flink")
     props = flink_properties("taskmanager")
-    assert props["taskmanager.numberOfTaskSlots"] >= len(JOBS) * flink["parallelism"]
+    assert props["taskmanager.numberOfTaskSlots"] >= len(CHAIN) * flink["parallelism"]
 
 
 def test_published_ports_are_the_configured_ones():

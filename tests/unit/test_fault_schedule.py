@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stormwatch.traffic.generator import FaultWindow, LoadShape
+from stormwatch.traffic.faults import FaultWindow, LoadShape
 from stormwatch.traffic.schedule import PRESETS_DIR, Schedule, load_schedule, parse_schedule, preset_names
 
 TOML = """

@@ -1,6 +1,6 @@
 import pytest
 
-from stormwatch.health import HealthInputs, HealthPolicy, quantile_from_cumulative, score
+from stormwatch.health import HealthInputs, HealthPolicy, score
 
 POLICY = {"window_size_seconds": 30, "window_slide_seconds": 10, "min_calls": 20,
           "weights": {"latency": 0.4, "errors": 0.4, "load": 0.2}, "latency_cap_ms": 2000.0}
@@ -60,23 +60,6 @@ def test_too_few_calls_is_insufficient_data():
 def test_invalid_policy_names_the_key(change, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         HealthPolicy.from_dict({**POLICY, **change})
-
-
-def test_quantile_interpolates_inside_the_bucket():
-    bounds = [10.0, 20.0, 40.0]
-    assert quantile_from_cumulative(bounds, [50, 100, 100], 0.5) == pytest.approx(10.0)
-    assert quantile_from_cumulative(bounds, [50, 100, 100], 0.75) == pytest.approx(15.0)
-    assert quantile_from_cumulative(bounds, [0, 0, 100], 0.5) == pytest.approx(30.0)
-    assert quantile_from_cumulative(bounds, [100, 100, 100], 0.25) == pytest.approx(2.5)
-
-
-def test_quantile_above_the_last_bound_is_the_last_bound():
-    # 10 of 20 calls are above 40 ms: in no `le` bucket, only in the total.
-    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 0.9, total=20) == pytest.approx(40.0)
-    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 0.25, total=20) == pytest.approx(5.0)
-    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 1.0) == pytest.approx(10.0)
-    assert quantile_from_cumulative([10.0, 40.0], [], 0.5) is None
-    assert quantile_from_cumulative([10.0, 40.0], [0, 0], 0.5) is None
 
 
 def test_unknown_entity_kind_is_rejected():

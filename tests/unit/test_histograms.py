@@ -1,4 +1,6 @@
-from stormwatch.histograms import cumulative_at
+import pytest
+
+from stormwatch.histograms import cumulative_at, quantile_from_cumulative
 
 
 def test_counts_accumulate_at_each_target():
@@ -24,3 +26,20 @@ def test_the_sql_function_gives_an_empty_array_where_there_is_no_histogram():
     assert cumulative_or_empty([5.0], [1, 2], [1.0, 10.0]) == [0, 1]
     assert cumulative_or_empty([5.0], [1], [1.0, 10.0]) == []
     assert cumulative_or_empty(None, None, [1.0]) == []
+
+
+def test_quantile_interpolates_inside_the_bucket():
+    bounds = [10.0, 20.0, 40.0]
+    assert quantile_from_cumulative(bounds, [50, 100, 100], 0.5) == pytest.approx(10.0)
+    assert quantile_from_cumulative(bounds, [50, 100, 100], 0.75) == pytest.approx(15.0)
+    assert quantile_from_cumulative(bounds, [0, 0, 100], 0.5) == pytest.approx(30.0)
+    assert quantile_from_cumulative(bounds, [100, 100, 100], 0.25) == pytest.approx(2.5)
+
+
+def test_quantile_above_the_last_bound_is_the_last_bound():
+    # 10 of 20 calls are above 40 ms: in no `le` bucket, only in the total.
+    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 0.9, total=20) == pytest.approx(40.0)
+    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 0.25, total=20) == pytest.approx(5.0)
+    assert quantile_from_cumulative([10.0, 40.0], [10, 10], 1.0) == pytest.approx(10.0)
+    assert quantile_from_cumulative([10.0, 40.0], [], 0.5) is None
+    assert quantile_from_cumulative([10.0, 40.0], [0, 0], 0.5) is None

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from stormwatch.config import load
-from stormwatch.demo import JOBS
+from stormwatch.job_registry import CHAIN
 from tests.unit.test_docker_compose import keys  # every dotted key of a configuration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def test_the_deployments_run_the_whole_chain_in_application_mode():
         jobs.append(name)
         # A job's upgrade keeps its state (the operator then requires both directories: DefaultValidator).
         assert job["upgradeMode"] == "savepoint"
-    assert sorted(jobs) == sorted(JOBS)
+    assert sorted(jobs) == sorted(CHAIN)
 
 
 def test_the_python_driver_jar_is_where_flink_puts_it():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from connectors.otlp import ENCODINGS
 from stormwatch import catalog
 from stormwatch.config import load
-from stormwatch.otlp_encoding import ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR = yaml.safe_load((ROOT / "deploy" / "otel-collector.yaml").read_text())

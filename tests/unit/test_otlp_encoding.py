@@ -4,9 +4,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from stormwatch.otlp_encoding import encode_json, encode_proto, encoder
-from stormwatch.replay import otlp_json_lines
-from tests.otlp_reference import SHARED_DATA
+from connectors.otlp import encode_json, encode_proto, encoder
+from reference.otlp import SHARED_DATA, otlp_json_lines
 
 REQUEST = {"resourceSpans": [{
     "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "gateway"}}]},

@@ -8,19 +8,9 @@ import json
 
 import pytest
 
-from stormwatch.replay import (
-    batch_requests,
-    collector_batches,
-    due_s,
-    first_end,
-    last_end,
-    paced,
-    parse_pace,
-    rebase,
-    rebase_delta,
-    render_progress,
-)
-from stormwatch.traffic.otlp import encode
+from connectors.otlp import encode_json
+from stormwatch.replay import (batch_requests, collector_batches, due_s, first_end, last_end, paced,
+                               parse_pace, rebase, rebase_delta, render_progress)
 
 S = 1_000_000_000
 T0 = 1_674_982_200 * S
@@ -169,7 +159,7 @@ def test_every_span_in_its_own_batch_when_batches_are_short():
 
 
 def test_collector_batches_are_the_encoded_batch_requests():
-    messages = [encode(r) for r in REQUESTS]
+    messages = [encode_json(r) for r in REQUESTS]
     out = list(collector_batches(messages, 1000, 2))
     assert all(isinstance(m, bytes) for m in out)
     # Written out by hand (as for max_spans=2 above): one message per resource and scope per batch, each

@@ -1,7 +1,7 @@
 """Root-cause ranking (stormwatch.suspects): hand-made windows, then the labelled TrainTicket faults.
 
 Real-data criterion: a fresh ranker per fault file, primed on the fault-free file and the fault
-file's own pre-injection windows (tests.trace_windows.fault_verdicts); judged are the windows that
+file's own pre-injection windows (reference.trace_windows.fault_verdicts); judged are the windows that
 lie wholly after the labelled injection (they start at or after it, so they end at least one window
 size after it) and hold a span of the root-cause service (a service without traffic cannot show
 anything). In *every* such window the root cause must rank first (20 s tumbling; 30 s sliding by
@@ -26,19 +26,11 @@ import random
 
 import pytest
 
-from stormwatch.suspects import EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict
-from tests.otlp_reference import Span, spans_of_file
-from tests.trace_windows import (
-    after_injection,
-    aggregate,
-    exclusive_ns,
-    fault_verdicts,
-    labelled_files,
-    percentile,
-    replay,
-    window_starts,
-    windows_of_file,
-)
+from reference.otlp import Span, spans_of_file
+from reference.trace_windows import (after_injection, aggregate, exclusive_ns, fault_verdicts, labelled_files,
+                                     percentile, replay, window_starts, windows_of_file)
+from stormwatch.suspects import (EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict,
+                                 ranked_edges)
 
 WINDOW_MS = 20_000
 POLICY = SuspectPolicy()
@@ -391,3 +383,13 @@ def test_the_fault_free_file_flags_nothing_after_a_warm_up_on_its_first_half(win
     replay(ranker, fault_free[: len(fault_free) // 2])
     flagged = [(v.window_start_ms, [s.service for s in v.flagged]) for v in replay(ranker, fault_free[len(fault_free) // 2 :]) if v.flagged]
     assert flagged == []
+
+
+def test_the_ranker_weighs_edges_between_traced_services_only():
+    def record(caller, callee, virtual=False):
+        return {"caller": caller, "callee": callee, "callee_virtual": virtual, "window_start_ms": 0,
+                "window_end_ms": 30_000, "calls": 5, "client_errors": 0, "server_errors": 1, "gap_ms_total": 2.0,
+                "latency_p95_ms": 9.0}
+
+    edges = ranked_edges([record("user", "gateway"), record("gateway", "cart"), record("cart", "postgresql", True)])
+    assert edges == [EdgeWindow("gateway", "cart", 0, 30_000, 5, 0, 1, 2.0)]

@@ -1,4 +1,4 @@
-"""Zipkin v2 and Jaeger JSON read as OTLP (stormwatch/trace_formats.py), as its mapping table says."""
+"""Zipkin v2 and Jaeger JSON read as OTLP (connectors/trace_formats.py), as its mapping table says."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from stormwatch.trace_formats import detect, hex_id, jaeger_to_otlp, read_requests, zipkin_to_otlp
-from tests.otlp_reference import SHARED_DATA
+from connectors.trace_formats import detect, hex_id, jaeger_to_otlp, read_requests, zipkin_to_otlp
+from reference.otlp import SHARED_DATA
 
 TRACE = "5AF7183FB1D4CF5F"
 PADDED_TRACE = "00000000000000005af7183fb1d4cf5f"

@@ -225,7 +225,9 @@ def test_generated_retry_storm_ranks_llm_inference_first_within_two_slides():
     """The demo's storm (another system than TrainTicket: an AI chain with retries), generated at a
     low rate: llm-inference first, flagged, from the window ending two slides after the fault starts
     while the fault lasts, and nothing flagged before it."""
-    from stormwatch.traffic.generator import Params, TraceGenerator, to_export_requests
+    from stormwatch.traffic.faults import Params
+    from stormwatch.traffic.generator import TraceGenerator
+    from stormwatch.traffic.otlp import to_export_requests
     from stormwatch.traffic.schedule import load_schedule
     from stormwatch.traces import spans_of_request
 

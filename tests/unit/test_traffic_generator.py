@@ -1,6 +1,6 @@
 """The traffic generator: determinism, well-formed trace trees, OTLP/JSON messages, faults and errors.
 
-Structure is checked on the decoded messages, read by tests/otlp_reference.py, so the encoding is
+Structure is checked on the decoded messages, read by reference/otlp.py, so the encoding is
 under test along with the generator.
 """
 
@@ -13,19 +13,12 @@ from collections import defaultdict
 
 import pytest
 
-from stormwatch.traffic.generator import (
-    DEFAULT_START_UNIX_NANO,
-    Call,
-    FaultWindow,
-    Instance,
-    Params,
-    Service,
-    Topology,
-    TraceGenerator,
-    to_export_requests,
-)
-from stormwatch.traffic.otlp import encode
-from tests.otlp_reference import spans_of_request
+from connectors.otlp import encode_json
+from reference.otlp import spans_of_request
+from stormwatch.traffic.faults import FaultWindow, Params
+from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
+from stormwatch.traffic.otlp import to_export_requests
+from stormwatch.traffic.topology import Call, Instance, Service, Topology
 
 SERVER, CLIENT, INTERNAL = 2, 3, 1
 
@@ -84,7 +77,7 @@ def children(spans):
 
 def test_same_seed_same_bytes_other_seed_other_bytes():
     def encoded(seed):
-        return [encode(m) for m in _messages(TraceGenerator(seed=seed), rate_per_s=5, duration_s=5)]
+        return [encode_json(m) for m in _messages(TraceGenerator(seed=seed), rate_per_s=5, duration_s=5)]
 
     assert encoded(11) == encoded(11)
     assert encoded(11) != encoded(12)
@@ -192,7 +185,7 @@ def test_messages_hold_at_most_max_spans_and_one_resource_per_resource_spans():
 
 def test_json_round_trips_with_int64_as_strings(messages):
     for message in messages:
-        assert json.loads(encode(message)) == message
+        assert json.loads(encode_json(message)) == message
     span = messages[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert isinstance(span["startTimeUnixNano"], str) and isinstance(span["endTimeUnixNano"], str)
 
@@ -272,7 +265,8 @@ def test_topology_rejects_cycles_and_unknown_targets():
 
 
 def test_callers_retry_failed_calls_as_real_extra_calls():
-    from stormwatch.traffic.generator import FaultWindow, Params, TraceGenerator
+    from stormwatch.traffic.faults import FaultWindow, Params
+    from stormwatch.traffic.generator import TraceGenerator
 
     fault = [FaultWindow(service="llm-inference", start_s=0, end_s=1e9, error_rate=1.0)]
     storm = TraceGenerator(seed=3, faults=fault, params=Params(retries={"orchestrator": 2})).traces(50)

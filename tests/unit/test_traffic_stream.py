@@ -7,10 +7,12 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from stormwatch.traffic.generator import DEFAULT_TOPOLOGY, FaultWindow, TraceGenerator
+from reference.otlp import spans_of_request
+from stormwatch.traffic.faults import FaultWindow
+from stormwatch.traffic.generator import TraceGenerator
 from stormwatch.traffic.metrics import MetricsSettings
 from stormwatch.traffic.stream import outputs
-from tests.otlp_reference import spans_of_request
+from stormwatch.traffic.topology import DEFAULT_TOPOLOGY
 
 SERVER = 2
 RATE, DURATION_S, BATCH_MS, MAX_SPANS = 4.0, 35.0, 1000, 24

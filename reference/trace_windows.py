@@ -7,21 +7,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from reference.otlp import SHARED_DATA, spans_of_file
 from stormwatch.suspects import SuspectPolicy, SuspectRanker, WindowVerdict
 from stormwatch.window_aggregates import (  # noqa: F401  (re-exported for the tests)
-    CLIENT,
-    NS_PER_MS,
-    SERVER,
-    Window,
-    aggregate,
-    dedupe,
-    duration_ms,
-    exclusive_ns,
-    gap_ms,
-    percentile,
-    window_starts,
-)
-from tests.otlp_reference import SHARED_DATA, spans_of_file
+    CLIENT, NS_PER_MS, SERVER, Window, aggregate, dedupe, duration_ms,
+    exclusive_ns, gap_ms, percentile, window_starts)
 
 
 def windows_of_file(path: Path, size_s: float, slide_s: float | None = None) -> list[Window]:

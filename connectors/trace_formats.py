@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
+from connectors.otlp import span_json
+
 Format = Literal["otlp", "zipkin", "jaeger"]
 FORMATS = ("otlp", "zipkin", "jaeger")
 
@@ -106,22 +108,6 @@ def _scope(tags: dict) -> dict:
     return out
 
 
-def _span(trace_id: str, span_id: str, parent: str, name: str, kind: int, start: int, end: int,
-          attributes: list[dict], events: list[dict], links: list[dict], status: dict) -> dict:
-    out = {"traceId": trace_id, "spanId": span_id}
-    if parent:
-        out["parentSpanId"] = parent
-    out |= {"name": name, "kind": kind, "startTimeUnixNano": str(start), "endTimeUnixNano": str(end)}
-    if attributes:
-        out["attributes"] = attributes
-    if events:
-        out["events"] = events
-    if links:
-        out["links"] = links
-    out["status"] = status
-    return out
-
-
 def _request(grouped: dict[tuple[str, str], tuple[dict, dict, list[dict]]]) -> dict:
     """One ExportTraceServiceRequest of (resource key, scope key) -> (resource, scope, spans)."""
     by_resource: dict[str, tuple[dict, list[dict]]] = {}
@@ -159,9 +145,9 @@ def zipkin_to_otlp(spans: list[dict]) -> dict:
                   for a in z.get("annotations") or []]
         kind = KINDS.get(str(z.get("kind") or "").upper(), SPAN_KIND_INTERNAL)
         trace_id = hex_id(z["traceId"], 32)
-        span = _span(trace_id, hex_id(z["id"], 16), hex_id(z.get("parentId"), 16), z.get("name") or "", kind,
-                     start, start + _micros_to_nanos(z.get("duration", 0)), _attributes(attributes), events, [],
-                     _status(tags))
+        span = span_json(trace_id, hex_id(z["id"], 16), hex_id(z.get("parentId"), 16), z.get("name") or "", kind,
+                         start, start + _micros_to_nanos(z.get("duration", 0)), _attributes(attributes), events, [],
+                         _status(tags))
         service = (z.get("localEndpoint") or {}).get("serviceName")
         resource = {"attributes": _attributes([("service.name", {"stringValue": service})])} if service else {}
         _add(grouped, resource, _scope(tags), span)
@@ -225,10 +211,10 @@ def jaeger_to_otlp(document: dict) -> list[dict]:
                 events.append(event)
             start = _micros_to_nanos(j.get("startTime", 0))
             kind = KINDS.get(str(plain.get("span.kind") or "").upper(), SPAN_KIND_INTERNAL)
-            span = _span(trace_id, hex_id(j["spanID"], 16), parent, j.get("operationName") or "", kind, start,
-                         start + _micros_to_nanos(j.get("duration", 0)),
-                         _attributes((k, _jaeger_value(t)) for k, t in tags.items() if k not in _FIELD_TAGS),
-                         events, links, _status(plain))
+            span = span_json(trace_id, hex_id(j["spanID"], 16), parent, j.get("operationName") or "", kind, start,
+                             start + _micros_to_nanos(j.get("duration", 0)),
+                             _attributes((k, _jaeger_value(t)) for k, t in tags.items() if k not in _FIELD_TAGS),
+                             events, links, _status(plain))
             process = j.get("process") or processes.get(j.get("processID"), {})
             resource_attributes = [("service.name", {"stringValue": process["serviceName"]})] if process.get(
                 "serviceName") else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +65,12 @@ def spans_of_request(request: dict) -> list[Span]:
 def spans_of_file(path: Path) -> list[Span]:
     with path.open() as f:
         return [span for line in f if line.strip() for span in spans_of_request(json.loads(line))]
+
+
+def otlp_json_lines(path: Path) -> Iterator[bytes]:
+    """The messages of an OTLP JSON lines file (one ExportTraceServiceRequest a line), as Kafka values."""
+    with path.open("rb") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                yield line
