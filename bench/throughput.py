@@ -215,7 +215,7 @@ def input_record(config: Config, spans_wanted: int, encoding: str) -> Path:
     """Where a produced input is recorded for later runs: named by what makes its messages (the span
     count, the encoding, the seed, and the code that generates and encodes them)."""
     code = hashlib.sha256(f"{inspect.getsource(request_chunks)} {TRACE_RATE} {MAX_SPANS_PER_MESSAGE} {PARTITIONS}".encode())
-    for path in sorted([*(ROOT / "stormwatch" / "traffic").glob("*.py"), ROOT / "stormwatch" / "otlp_encoding.py"]):
+    for path in sorted([*(ROOT / "stormwatch" / "traffic").glob("*.py"), ROOT / "connectors" / "otlp.py"]):
         code.update(path.read_bytes())
     return config.runtime_dir / "inputs" / f"{encoding}-{spans_wanted}-seed{SEED}-{code.hexdigest()[:12]}.json"
 
