@@ -52,7 +52,7 @@ from kafka import TopicPartition  # noqa: E402
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
 from stormwatch.cli import job_names  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
-from stormwatch.otlp_encoding import encoder  # noqa: E402
+from stormwatch.otlp_encoding import encoder, write_encoding  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
@@ -450,7 +450,7 @@ def report(config, cluster, command, job, data: Input, passthrough: Run, chain: 
         f"{interval}; one job at a time",
         f"- Kafka: one local KRaft broker ({config.bootstrap_servers}), every topic {PARTITIONS} partitions",
         f"- Input: {data.spans:,} spans in {data.messages:,} OTLP messages "
-        f"({config.get('pipeline', 'spans', 'encoding')}), {data.bytes:,} bytes (TraceGenerator seed {SEED}, "
+        f"({write_encoding(config.get('pipeline', 'spans', 'encoding'))}), {data.bytes:,} bytes (TraceGenerator seed {SEED}, "
         f"{TRACE_RATE:g} traces/s of event time, spans sorted by end time, at most 256 per message), message i "
         f"to partition i % {PARTITIONS}; verified before timing: every message acknowledged, and the topic's offsets "
         f"are 0 to {data.per_partition()}",
