@@ -29,7 +29,7 @@ from throughput import (BENCH_CONFIG, MIN_WINDOW_S, OUTPUT_ROLES, PARTITIONS, SE
                         request_chunks, run_live, spans_in, write_input)
 
 from connectors.kafka import create_topics, delete_topics  # noqa: E402
-from connectors.otlp import encoder  # noqa: E402
+from connectors.otlp import encoder, write_encoding  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
@@ -138,7 +138,7 @@ def report(config, command: str, measured) -> list[str]:
         f"({config.bootstrap_servers}), topics of {PARTITIONS} partitions",
         f"- Input per shape: generated traces (seed {SEED}, {TRACE_RATE:g} traces/s of event time) of a binary call "
         "tree of HTTP services, every trace visiting every service; spans sorted by end time, at most 256 a message, "
-        f"in {config.get('pipeline', 'spans', 'encoding')}; verified on the topic before timing",
+        f"in {write_encoding(config.get('pipeline', 'spans', 'encoding'))}; verified on the topic before timing",
         "",
         "spans/s: steady state, from the sources' Kafka offsets between 20 % and 80 % of the input read "
         f"(as bench/throughput.py); *(short)*: under {MIN_WINDOW_S:g} s in that window, too little work for a "

@@ -52,7 +52,7 @@ import results_file  # noqa: E402  (bench/, beside this file)
 from kafka import TopicPartition  # noqa: E402
 
 from connectors.kafka import consumer, create_topics, producer  # noqa: E402
-from connectors.otlp import encode_json, encoder  # noqa: E402
+from connectors.otlp import encode_json, encoder, write_encoding  # noqa: E402
 from stormwatch import job_registry  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.replay import deliver  # noqa: E402
@@ -413,7 +413,7 @@ def main(argv: list[str]) -> None:
     try:
         print(cluster.start(), flush=True)
         encoding = config.get("pipeline", "spans", "encoding")
-        record = input_record(config, args.spans, encoding)
+        record = input_record(config, args.spans, write_encoding(encoding))
         suffix = uuid.uuid4().hex[:8]
         data = None if args.fresh_input else reused_input(record, config)
         if data is None:
@@ -499,7 +499,7 @@ def report(config, cluster, command, job, data: Input, passthrough: Run, chain: 
         f"{interval}; one job at a time",
         f"- Kafka: one local KRaft broker ({config.bootstrap_servers}), every topic {PARTITIONS} partitions",
         f"- Input: {data.spans:,} spans in {data.messages:,} OTLP messages "
-        f"({config.get('pipeline', 'spans', 'encoding')}), {data.bytes:,} bytes (TraceGenerator seed {SEED}, "
+        f"({write_encoding(config.get('pipeline', 'spans', 'encoding'))}), {data.bytes:,} bytes (TraceGenerator seed {SEED}, "
         f"{TRACE_RATE:g} traces/s of event time, spans sorted by end time, at most 256 per message), message i "
         f"to partition i % {PARTITIONS}; verified before timing: every message acknowledged, and the topic's offsets "
         f"are 0 to {data.per_partition()}",

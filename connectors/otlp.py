@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-ENCODINGS = ("otlp_json", "otlp_proto")
+ENCODINGS = ("otlp_json", "otlp_proto")  # the Collector's names; what stormwatch's tools write
+SETTINGS = ("auto", *ENCODINGS)  # what [pipeline.spans] encoding may say: auto reads either, per message
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 # Attribute values stormwatch writes; OTLP/JSON writes an int64 as a string.
@@ -64,11 +65,23 @@ def encode_proto(request: dict) -> bytes:
     return json_format.ParseDict(_ids_in_base64(request), ExportTraceServiceRequest()).SerializeToString()
 
 
-def encoder(encoding: str):
-    """The function giving a trace request's Kafka message value in `encoding`."""
-    if encoding not in ENCODINGS:
-        raise ValueError(f"unknown OTLP encoding {encoding!r}: {' or '.join(ENCODINGS)}")
-    return encode_proto if encoding == "otlp_proto" else encode_json
+def check_setting(setting: str) -> str:
+    """`setting` as [pipeline.spans] encoding takes it, or a ValueError naming what it may be."""
+    if setting not in SETTINGS:
+        raise ValueError(f"[pipeline.spans] encoding = {setting!r}: stormwatch reads auto (either encoding, "
+                         f"decided per message), {' or '.join(ENCODINGS)}")
+    return setting
+
+
+def write_encoding(setting: str) -> str:
+    """The encoding a writer uses for the [pipeline.spans] encoding `setting`: a forced one as it is;
+    with auto (no encoding to write in), otlp_json: readable on the topic, and the readers take either."""
+    return "otlp_json" if check_setting(setting) == "auto" else setting
+
+
+def encoder(setting: str):
+    """The function giving a trace request's Kafka message value for [pipeline.spans] encoding `setting`."""
+    return encode_proto if write_encoding(setting) == "otlp_proto" else encode_json
 
 
 def _ids_in_base64(value):

@@ -1,7 +1,7 @@
 """flatten_spans: OTLP trace messages on otlp_spans -> one row per span on stormwatch_spans.
 
-The messages are OTLP ExportTraceServiceRequests in the encoding [pipeline.spans] names, as the
-Collector's kafka exporter's `encoding`: otlp_json or otlp_proto. The source table
+The messages are OTLP ExportTraceServiceRequests in the encoding [pipeline.spans] names: auto (each
+message in the one it is in), or one of the Collector's kafka exporter's: otlp_json or otlp_proto. The source table
 (sql/tables/otlp_spans.sql) decodes each message once, on the JVM, with stormwatch's `otlp` format
 (jvm/functions/, io.stormwatch.flink.otlp): one row per span, validated and named. Valid spans go to
 stormwatch_spans; invalid spans and messages that do not decode go to the dead-letter topic with their
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from connectors.otlp import ENCODINGS
+from connectors.otlp import SETTINGS
 from jobs.common import parse_args, run_sql_job, setup, source_options
 from stormwatch import catalog
 from stormwatch.sqlfiles import load_statements
@@ -22,8 +22,8 @@ JOB = "flatten_spans"
 
 def tables(encoding: str) -> list[str]:
     """The SQL files of the job for messages in `encoding`: the decoded spans and the two outputs."""
-    if encoding not in ENCODINGS:
-        raise SystemExit(f"[pipeline.spans] encoding = {encoding!r}: stormwatch reads {' or '.join(ENCODINGS)}")
+    if encoding not in SETTINGS:
+        raise SystemExit(f"[pipeline.spans] encoding = {encoding!r}: stormwatch reads {', '.join(SETTINGS)}")
     return ["tables/otlp_spans", "tables/stormwatch_spans", "tables/stormwatch_dead_letters"]
 
 

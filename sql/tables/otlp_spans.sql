@@ -1,6 +1,7 @@
 -- otlp_spans: the OTLP trace messages of the source topic, one row per span, decoded once per message
 -- on the JVM by the `otlp` format (jvm/functions/, io.stormwatch.flink.otlp) in the encoding the
--- Collector's kafka exporter writes ([pipeline.spans] encoding: otlp_json or otlp_proto).
+-- Collector's kafka exporter writes ([pipeline.spans] encoding: auto, each message in the one it is in;
+-- or only otlp_json, or only otlp_proto).
 -- Every span is a row: `reject_reason` is NULL for a valid one; otherwise it says what is wrong and
 -- `dead_letter_payload` holds the span's ids, names and times as JSON. A message that does not decode
 -- (or breaks OTLP JSON's shape) is one more row with its reason and the message as payload. Nothing is

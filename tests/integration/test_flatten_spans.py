@@ -260,3 +260,43 @@ def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_
     dead = read_topic(config, topics["dead_letters"], len(HOSTILE_PROTO))
     assert_valid("stormwatch_dead_letters", dead)
     _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE_PROTO])
+
+
+# With the default encoding, auto: what is neither OTLP JSON nor protobuf, and spans of both that are wrong.
+AUTO_NEITHER = "not a JSON object, nor an OTLP ExportTraceServiceRequest in protobuf"
+HOSTILE_AUTO = [
+    (b"this is neither", AUTO_NEITHER + " (it begins with neither '{' nor 0x0A"),
+    (b"\nlooks like protobuf's first byte", AUTO_NEITHER + ": "),
+    (b'{"resourceSpans": [', "not a JSON object (it begins with '{'"),
+    (b"", "empty message"),
+    (_proto_request(_proto_span(trace_id=b"\x01\x02")), "traceId is not 32 hex digits"),
+    (_request(_span(traceId="abc")), "traceId is not 32 hex digits"),
+]
+
+
+def test_the_default_encoding_reads_json_and_protobuf_interleaved_on_one_topic(config, topics):
+    from connectors.otlp import encode_proto
+
+    assert config.get("pipeline", "spans", "encoding") == "auto"
+    expected = spans_of_file(FAULT_FREE)
+    # Message by message, as two Collectors writing to one topic would: one left at the exporter's
+    # default (otlp_proto), one writing otlp_json.
+    messages = [encode_proto(json.loads(m)) if i % 2 else m for i, m in enumerate(otlp_json_lines(FAULT_FREE))]
+    produce(config, topics["source"], messages[:3] + [m for m, _ in HOSTILE_AUTO] + [encode_proto(json.loads(LINKED))]
+            + messages[3:])
+
+    result = stormwatch(
+        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
+        *[f"--topic={role}={name}" for role, name in topics.items()],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    rows = read_topic(config, topics["sink"], len(expected) + 1)
+    assert_valid("stormwatch_spans", rows)
+    _check_flattened(_take_linked(rows), expected)
+
+    dead = read_topic(config, topics["dead_letters"], len(HOSTILE_AUTO))
+    assert_valid("stormwatch_dead_letters", dead)
+    _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE_AUTO])
+    # Text stays text in a dead letter's payload.
+    assert {d["payload"] for d in dead} >= {"this is neither", '{"resourceSpans": ['}

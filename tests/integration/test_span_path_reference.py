@@ -1,7 +1,8 @@
 """The span path against the independent per-trace reference (reference/trace_windows.py), on every file
-of the shared TrainTicket data, in both encodings the Collector's kafka exporter writes: every count of
-every service window and of every traced cross-service edge equals the reference's, the summed times
-within rounding. (Percentiles are not compared: the job's come from log-scale histograms, the
+of the shared TrainTicket data, in both encodings the Collector's kafka exporter writes, and on one file
+with both encodings interleaved message by message on one topic, read with the default encoding (auto):
+every count of every service window and of every traced cross-service edge equals the reference's, the
+summed times within rounding. (Percentiles are not compared: the job's come from log-scale histograms, the
 reference's are exact; tests/unit and the Java tests check the histograms.)"""
 
 from __future__ import annotations
@@ -34,12 +35,31 @@ def _close(a: float, b: float) -> bool:
 @pytest.mark.parametrize("encoding", ["otlp_json", "otlp_proto"])
 def test_every_window_of_every_file_equals_the_independent_reference(config, topics_for, tmp_path, encoding):
     assert len(FILES) >= 5, SHARED_DATA
-    names = topics_for(ROLES)
     batches = [m for path in FILES for m in collector_batches(otlp_json_lines(path))]
     if encoding == "otlp_proto":
         batches = [encode_proto(json.loads(m)) for m in batches]
     run_config = tmp_path / f"{encoding}.toml"
     run_config.write_text(f'base = {str(TEST_CONFIG)!r}\n[pipeline.spans]\nencoding = "{encoding}"\n')
+    _check_against_reference(config, topics_for(ROLES), FILES, batches, run_config)
+
+
+def test_one_topic_of_both_encodings_equals_the_reference_each_encoding_alone_meets(config, topics_for):
+    """A Collector left at its exporter's default (otlp_proto) and one writing otlp_json on one topic:
+    the default configuration reads each message in its own encoding, so the outputs are the ones each
+    encoding alone gives (the test above: both equal this reference)."""
+    assert config.get("pipeline", "spans", "encoding") == "auto", "the default reads both"
+    path = SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"  # the smallest file: a short run
+    batches = list(collector_batches(otlp_json_lines(path)))
+    # Interleaved message by message; some JSON after a byte order mark and whitespace, as it may be written.
+    mixed = [encode_proto(json.loads(m)) if i % 2 else b"\xef\xbb\xbf \n" + m if i % 4 == 2 else m
+             for i, m in enumerate(batches)]
+    assert len(mixed) >= 10 and sum(m.startswith(b"{") for m in mixed) >= 3
+    _check_against_reference(config, topics_for(ROLES), [path], mixed, TEST_CONFIG)
+
+
+def _check_against_reference(config, names: dict[str, str], files, batches: list[bytes], run_config) -> None:
+    """Sends `batches` (the messages of `files`), runs the span path over them with `run_config` and
+    compares its windows and edges with the reference's of `files`."""
     # One partition: a replay at full speed keeps event-time order only there (see the test config).
     produce(config, names["source"], batches, partition=0)
     result = stormwatch("run", "spans", "--", "--bounded", "--group-id", f"spans-{names['source']}",
@@ -47,7 +67,7 @@ def test_every_window_of_every_file_equals_the_independent_reference(config, top
     assert result.returncode == 0, result.stderr[-3000:]
 
     topology = config.section("pipeline", "topology")
-    expected = aggregate([s for path in FILES for s in spans_of_file(path)],
+    expected = aggregate([s for path in files for s in spans_of_file(path)],
                          topology["window_size_seconds"], topology["window_slide_seconds"])
     services = {(r.window_start_ms, r.service): r for w in expected for r in w.services}
     edges = {(e.window_start_ms, e.caller, e.callee): e for w in expected for e in w.edges}

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR = yaml.safe_load((ROOT / "deploy" / "otel-collector.yaml").read_text())
 CONFIG = load(ROOT / "config" / "stormwatch.toml")
 TOPICS = catalog.topics(CONFIG)
+# What the kafka exporter writes unless told otherwise (otelcol-contrib's kafkaexporter README, `encoding`).
+EXPORTER_DEFAULT = "otlp_proto"
 
 
 def kafka_exporters(pipeline: str) -> list[dict]:
@@ -31,12 +33,14 @@ def topic_and_encoding(exporter: dict, signal: str) -> tuple[str, str]:
     return exporter[signal]["topic"], exporter[signal]["encoding"]
 
 
-def test_traces_go_to_the_span_paths_topic_in_its_encoding():
+def test_traces_go_to_the_span_paths_topic_in_an_encoding_it_reads():
     (exporter,) = kafka_exporters("traces")
     topic, encoding = topic_and_encoding(exporter, "traces")
     assert topic == TOPICS["source"] == CONFIG.get("pipeline", "spans", "source_topic")
-    assert encoding == CONFIG.get("pipeline", "spans", "encoding")
     assert encoding in ENCODINGS
+    # By default the span path reads either encoding, message by message: the exporter's default, otlp_proto, works.
+    assert CONFIG.get("pipeline", "spans", "encoding") == "auto"
+    assert encoding == EXPORTER_DEFAULT
 
 
 def test_metrics_go_to_the_health_jobs_otlp_topic_as_json():

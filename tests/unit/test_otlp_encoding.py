@@ -4,7 +4,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from connectors.otlp import encode_json, encode_proto, encoder
+from connectors.otlp import encode_json, encode_proto, encoder, write_encoding
 from reference.otlp import SHARED_DATA, otlp_json_lines
 
 REQUEST = {"resourceSpans": [{
@@ -48,5 +48,13 @@ def test_every_real_trainticket_message_converts():
 
 def test_the_encoding_is_chosen_by_its_collector_name():
     assert encoder("otlp_json") is encode_json and encoder("otlp_proto") is encode_proto
-    with pytest.raises(ValueError, match="otlp_json or otlp_proto"):
+    with pytest.raises(ValueError, match=r"\[pipeline.spans\] encoding = 'protobuf': .*auto.*otlp_json or otlp_proto"):
         encoder("protobuf")
+
+
+def test_auto_is_read_but_not_written_writers_write_json_then():
+    """`auto` makes the span path read each message in the encoding it is in; the tools need one to write."""
+    assert write_encoding("auto") == "otlp_json" and encoder("auto") is encode_json
+    assert write_encoding("otlp_proto") == "otlp_proto" and write_encoding("otlp_json") == "otlp_json"
+    with pytest.raises(ValueError):
+        write_encoding("AUTO")

@@ -7,6 +7,8 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
 import org.apache.flink.table.data.GenericRowData;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -19,11 +21,25 @@ import java.util.function.LongSupplier;
  * walk (OtlpJson, which also judges the message's shape), OTLP protobuf field by field (ProtoSpans:
  * faster than the generated classes, which build every attribute, and refusing the same messages).
  * Never throws for bad input: a message that does not decode is one row with its reason.
+ *
+ * <p>AUTO decides per message, so one topic may carry both encodings (the Collector's kafka exporter
+ * writes otlp_proto unless told otherwise): a message whose first byte, after an optional UTF-8 byte
+ * order mark and JSON whitespace, is '{' is OTLP JSON; one whose first byte is 0x0A is protobuf (a
+ * request's only field is resourceSpans, field 1, length-delimited: encoders write it first, and an
+ * empty request is an empty message); anything else is neither. 0x0A is also a newline: "\n{" begins a
+ * protobuf request whose first resourceSpans is 123 bytes long. Such a message is read as protobuf when
+ * it is not JSON and reads as a protobuf request.
  */
 public final class OtlpDecoder {
-    public enum Encoding { OTLP_JSON, OTLP_PROTO }
+    public enum Encoding { OTLP_JSON, OTLP_PROTO, AUTO }
 
     static final String REQUEST = "ExportTraceServiceRequest";
+    /** AUTO's reasons: no hint at a misconfigured topic, since both encodings are read. */
+    static final String AUTO_NOT_JSON = "not a JSON object (it begins with '{', as OTLP JSON does, but does not parse)";
+    static final String AUTO_NEITHER = "not a JSON object, nor an OTLP " + REQUEST + " in protobuf";
+    static final String AUTO_FIRST_BYTE = "it begins with neither '{' nor 0x0A, the tag of resourceSpans that begins one";
+    /** The first byte of every protobuf request an encoder writes: field 1 (resourceSpans), length-delimited. */
+    private static final byte PROTO_FIRST = 0x0A;
     private static final String[] KINDS = {"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
         "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"};
     private static final String[] CODES = {"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"};
@@ -45,11 +61,15 @@ public final class OtlpDecoder {
 
     public void decode(byte[] message, Consumer<GenericRowData> out) {
         try {
-            if (encoding == Encoding.OTLP_JSON) json(message, out);
-            else proto(message, out);
+            switch (encoding) {
+                case OTLP_JSON: json(message, out); break;
+                case OTLP_PROTO: proto(message, out); break;
+                default: auto(message, out); break;
+            }
         } catch (RuntimeException e) {
             // Not expected: a bug must not stop the job nor lose the message.
-            reject("not decoded (stormwatch otlp format: " + e + ")", message, out);
+            reject("not decoded (stormwatch otlp format: " + e + ")", message,
+                    encoding == Encoding.OTLP_JSON || encoding == Encoding.AUTO && isText(message), out);
         }
     }
 
@@ -63,16 +83,15 @@ public final class OtlpDecoder {
         }
     }
 
-    private void reject(String reason, byte[] message, Consumer<GenericRowData> out) {
+    private void reject(String reason, byte[] message, boolean asText, Consumer<GenericRowData> out) {
         rejectedMessages++;
-        out.accept(SpanRows.message(reason, payload(message)));
+        out.accept(SpanRows.message(reason, payload(message, asText)));
     }
 
-    /** The message as the dead letters keep it: text (bytes that are not UTF-8 as U+FFFD), or base64 for protobuf; cut. */
-    private String payload(byte[] message) {
+    /** The message as the dead letters keep it: text (bytes that are not UTF-8 as U+FFFD), or base64; cut. */
+    private String payload(byte[] message, boolean asText) {
         if (message == null) return null;
-        String text = encoding == Encoding.OTLP_JSON ? new String(message, StandardCharsets.UTF_8)
-                : Base64.getEncoder().encodeToString(message);
+        String text = asText ? new String(message, StandardCharsets.UTF_8) : Base64.getEncoder().encodeToString(message);
         // Cut in code points, as SQL's SUBSTRING counts characters.
         return text.codePointCount(0, text.length()) <= payloadMaxChars ? text
                 : text.substring(0, text.offsetByCodePoints(0, payloadMaxChars));
@@ -82,21 +101,23 @@ public final class OtlpDecoder {
 
     private void proto(byte[] message, Consumer<GenericRowData> out) {
         if (message == null || message.length == 0) {
-            reject(OtlpJson.EMPTY, message, out);
+            reject(OtlpJson.EMPTY, message, false, out);
             return;
         }
         ProtoSpans request;
         try {
             request = ProtoSpans.read(message);
         } catch (IOException e) {
-            reject("not an OTLP " + REQUEST + " in protobuf (is the exporter writing otlp_json to a topic read as "
-                    + "otlp_proto?): " + e.getMessage(), message, out);
+            if (encoding == Encoding.AUTO) reject(AUTO_NEITHER + ": " + e.getMessage(), message, isText(message), out);
+            else reject("not an OTLP " + REQUEST + " in protobuf (is the exporter writing otlp_json to a topic read as "
+                    + "otlp_proto?): " + e.getMessage(), message, false, out);
             return;
         }
         if (request.resourceSpans == 0) {
             // Bytes that decode as unknown fields only: protobuf of something else, or text.
-            reject("no field of an OTLP " + REQUEST + " (is the exporter writing otlp_json to a topic read as otlp_proto?)",
-                    message, out);
+            if (encoding == Encoding.AUTO) reject(AUTO_NEITHER + " (no field of one)", message, isText(message), out);
+            else reject("no field of an OTLP " + REQUEST + " (is the exporter writing otlp_json to a topic read as "
+                    + "otlp_proto?)", message, false, out);
             return;
         }
         emit(request.spans, out);
@@ -116,15 +137,69 @@ public final class OtlpDecoder {
         JsonSpans listener = new JsonSpans();
         OtlpJson.Verdict verdict = OtlpJson.walk(message, "resourceSpans", REQUEST, listener);
         if (!verdict.read) {
-            reject(verdict.reason, message, out);
+            reject(verdict.reason, message, true, out);
             return;
         }
         if (verdict.reason != null) {
             // The shape is broken somewhere: the message goes to the dead letters saying where, and the
             // spans that could be read go on as usual.
-            reject(verdict.reason, message, out);
+            reject(verdict.reason, message, true, out);
         }
         emit(listener.spans, out);
+    }
+
+    // -- auto ---------------------------------------------------------------------------------------
+
+    private void auto(byte[] message, Consumer<GenericRowData> out) {
+        if (message == null || message.length == 0) {
+            reject(OtlpJson.EMPTY, message, true, out);
+        } else if (!looksLikeJson(message)) {
+            if (message[0] == PROTO_FIRST) proto(message, out);
+            else reject(AUTO_NEITHER + " (" + AUTO_FIRST_BYTE + ")", message, isText(message), out);
+        } else {
+            JsonSpans listener = new JsonSpans();
+            OtlpJson.Verdict verdict = OtlpJson.walk(message, "resourceSpans", REQUEST, listener);
+            if (!verdict.read && message[0] == '\n') {
+                // "\n{...": protobuf too (field 1, 123 bytes long), when it reads as a request.
+                try {
+                    ProtoSpans request = ProtoSpans.read(message);
+                    if (request.resourceSpans > 0) {
+                        emit(request.spans, out);
+                        return;
+                    }
+                } catch (IOException e) {
+                    // Neither: the JSON reason, as the message looks like JSON.
+                }
+            }
+            if (verdict.reason != null) {
+                reject(verdict.reason.equals(OtlpJson.NOT_JSON) ? AUTO_NOT_JSON : verdict.reason, message, true, out);
+            }
+            if (verdict.read) emit(listener.spans, out);
+        }
+    }
+
+    /** Whether the first byte after an optional UTF-8 byte order mark and JSON whitespace is '{'. */
+    static boolean looksLikeJson(byte[] message) {
+        int i = message.length >= 3 && (message[0] & 0xff) == 0xEF && (message[1] & 0xff) == 0xBB
+                && (message[2] & 0xff) == 0xBF ? 3 : 0;
+        while (i < message.length && (message[i] == ' ' || message[i] == '\t' || message[i] == '\n' || message[i] == '\r')) {
+            i++;
+        }
+        return i < message.length && message[i] == '{';
+    }
+
+    /** UTF-8 text without control characters other than whitespace: kept as text in a dead letter, else base64. */
+    static boolean isText(byte[] message) {
+        if (message == null) return false;
+        for (byte b : message) {
+            if ((b & 0xff) < 0x20 && b != '\t' && b != '\n' && b != '\r') return false;
+        }
+        try {
+            StandardCharsets.UTF_8.newDecoder().decode(ByteBuffer.wrap(message));
+            return true;
+        } catch (CharacterCodingException e) {
+            return false;
+        }
     }
 
     /**

@@ -25,16 +25,19 @@ import java.util.Set;
  *
  * <pre>
  *   'format' = 'otlp',
- *   'otlp.encoding' = 'otlp_json' | 'otlp_proto',       -- the exporter's `encoding`
- *   'otlp.future-limit-seconds' = '3600',               -- spans ending further ahead of the clock are rejected
- *   'otlp.payload-max-chars' = '65536'                  -- a whole message's dead-letter payload is cut to this
+ *   'otlp.encoding' = 'auto',              -- the default: each message by its first byte ('{' is OTLP JSON);
+ *                                          -- or 'otlp_json' | 'otlp_proto', as the exporter's `encoding`
+ *   'otlp.future-limit-seconds' = '3600',  -- spans ending further ahead of the clock are rejected
+ *   'otlp.payload-max-chars' = '65536'     -- a whole message's dead-letter payload is cut to this
  * </pre>
  */
 public final class OtlpFormatFactory implements DeserializationFormatFactory {
     public static final String IDENTIFIER = "otlp";
 
-    public static final ConfigOption<String> ENCODING = ConfigOptions.key("encoding").stringType().noDefaultValue()
-            .withDescription("How the messages are encoded, as the Collector's kafka exporter names it: otlp_json or otlp_proto.");
+    public static final ConfigOption<String> ENCODING = ConfigOptions.key("encoding").stringType().defaultValue("auto")
+            .withDescription("How the messages are encoded: auto (each message by its first byte: '{' after optional "
+                    + "whitespace is OTLP JSON, anything else protobuf), or one of them as the Collector's kafka exporter "
+                    + "names it: otlp_json or otlp_proto.");
     public static final ConfigOption<Long> FUTURE_LIMIT_SECONDS = ConfigOptions.key("future-limit-seconds").longType()
             .defaultValue(3600L).withDescription("Spans ending more than this many seconds ahead of the wall clock are rejected.");
     public static final ConfigOption<Integer> PAYLOAD_MAX_CHARS = ConfigOptions.key("payload-max-chars").intType()
@@ -47,12 +50,12 @@ public final class OtlpFormatFactory implements DeserializationFormatFactory {
 
     @Override
     public Set<ConfigOption<?>> requiredOptions() {
-        return Set.of(ENCODING);
+        return Set.of();
     }
 
     @Override
     public Set<ConfigOption<?>> optionalOptions() {
-        return Set.of(FUTURE_LIMIT_SECONDS, PAYLOAD_MAX_CHARS);
+        return Set.of(ENCODING, FUTURE_LIMIT_SECONDS, PAYLOAD_MAX_CHARS);
     }
 
     @Override
@@ -85,9 +88,10 @@ public final class OtlpFormatFactory implements DeserializationFormatFactory {
         switch (value) {
             case "otlp_json": return OtlpDecoder.Encoding.OTLP_JSON;
             case "otlp_proto": return OtlpDecoder.Encoding.OTLP_PROTO;
+            case "auto": return OtlpDecoder.Encoding.AUTO;
             default:
                 throw new ValidationException("'" + IDENTIFIER + ".encoding' = '" + value
-                        + "': format 'otlp' reads otlp_json or otlp_proto");
+                        + "': format 'otlp' reads auto (either, decided per message), otlp_json or otlp_proto");
         }
     }
 

@@ -439,6 +439,115 @@ class OtlpDecoderTest {
         assertEquals("empty message", f.eval("", "resourceMetrics", "ExportMetricsServiceRequest"));
     }
 
+    // -- auto: each message in the encoding it is in ----------------------------------------------
+
+    static List<GenericRowData> auto(byte[] message) {
+        return decode(OtlpDecoder.Encoding.AUTO, message);
+    }
+
+    static List<GenericRowData> auto(String message) {
+        return auto(message.getBytes(StandardCharsets.UTF_8));
+    }
+
+    static final Object[] TWO_SPANS = resource(SERVICE, span("parentSpanId", PARENT, "status", new Object[] {2, "boom"}),
+            span("spanId", PARENT));
+
+    @Test
+    void autoReadsJsonAndProtobufMessagesAsTheirForcedEncodingsDo() {
+        List<String> want = render(both(TWO_SPANS));
+        assertEquals(2, want.size());
+        assertEquals(want, render(auto(json(TWO_SPANS))));
+        assertEquals(want, render(auto(proto(TWO_SPANS))));
+        // One decoder, the encodings interleaved message by message: nothing carries over.
+        List<GenericRowData> rows = new ArrayList<>();
+        OtlpDecoder decoder = new OtlpDecoder(OtlpDecoder.Encoding.AUTO, 3600, 40, () -> NOW);
+        byte[][] messages = {proto(TWO_SPANS), json(TWO_SPANS).getBytes(StandardCharsets.UTF_8), proto(TWO_SPANS),
+            proto(TWO_SPANS), json(TWO_SPANS).getBytes(StandardCharsets.UTF_8)};
+        for (byte[] m : messages) decoder.decode(m, rows::add);
+        List<String> five = new ArrayList<>();
+        for (int i = 0; i < messages.length; i++) five.addAll(want);
+        assertEquals(five, render(rows));
+        assertEquals(0, decoder.rejectedMessages);
+    }
+
+    @Test
+    void autoReadsJsonAfterLeadingWhitespaceAndAByteOrderMark() {
+        List<String> want = render(both(TWO_SPANS));
+        for (String prefix : new String[] {" ", "\n", "\t", "\r\n", " \n\t\r  \n", "\ufeff", "\ufeff\n  "}) {
+            assertEquals(want, render(auto(prefix + json(TWO_SPANS))), () -> "prefix " + Arrays.toString(prefix.toCharArray()));
+        }
+        assertTrue(OtlpDecoder.looksLikeJson("\ufeff {}".getBytes(StandardCharsets.UTF_8)));
+        assertTrue(!OtlpDecoder.looksLikeJson(" \n".getBytes(StandardCharsets.UTF_8)));
+        assertTrue(!OtlpDecoder.looksLikeJson(new byte[] {(byte) 0xEF, (byte) 0xBB}));
+    }
+
+    @Test
+    void autoReadsAProtobufRequestThatBeginsWithANewlineAndABraceAsProtobuf() {
+        // 0x0A is field 1 (resourceSpans) and a newline; a first resourceSpans of 123 bytes puts '{' after it.
+        byte[] message = null;
+        for (int n = 0; n < 200 && message == null; n++) {
+            byte[] m = proto(resource(attrs("service.name", "checkout", "pad", "x".repeat(n)), span()));
+            if (m[1] == '{') message = m;
+        }
+        assertTrue(message != null && message[0] == '\n' && OtlpDecoder.looksLikeJson(message));
+        List<GenericRowData> rows = auto(message);
+        assertEquals(render(proto(message)), render(rows));
+        assertNull(str(rows.get(0), SpanRows.REASON));
+        assertEquals("checkout", str(rows.get(0), 3));
+        // Broken JSON beginning so is not protobuf either: JSON's reason.
+        assertEquals(OtlpDecoder.AUTO_NOT_JSON, reason(auto("\n{\"resourceSpans\": [")));
+    }
+
+    @Test
+    void autoSendsAMessageOfNeitherEncodingToTheDeadLettersWithTheReason() {
+        assertEquals("empty message", reason(auto(new byte[0])));
+        assertEquals("empty message", reason(auto((byte[]) null)));
+        assertNull(str(auto((byte[]) null).get(0), SpanRows.PAYLOAD));
+        String neither = "not a JSON object, nor an OTLP ExportTraceServiceRequest in protobuf";
+        // Neither '{' nor 0x0A first: neither encoding; text stays text in the payload.
+        for (String m : new String[] {"this is not json", "[1, 2, 3]", "   ", "\"text\"", "5", "null", "x".repeat(60)}) {
+            List<GenericRowData> rows = auto(m);
+            assertEquals(neither + " (" + OtlpDecoder.AUTO_FIRST_BYTE + ")", reason(rows), m);
+            assertEquals(0L, rows.get(0).getLong(SpanRows.END));
+            assertEquals(m.length() > 40 ? m.substring(0, 40) : m, str(rows.get(0), SpanRows.PAYLOAD), m);
+        }
+        // 0x0A first: read as protobuf, which refuses it with the parser's message.
+        for (String m : new String[] {"\nthis is not protobuf", "\n", "\n\n\n"}) {
+            assertTrue(reason(auto(m)).startsWith(neither + ": "), m + ": " + reason(auto(m)));
+        }
+        // '{' first: read as JSON; its reasons, without a hint at the other encoding.
+        assertEquals(OtlpDecoder.AUTO_NOT_JSON, reason(auto("{\"resourceSpans\": [")));
+        assertEquals(OtlpDecoder.AUTO_NOT_JSON, reason(auto("  {not json}")));
+        assertEquals("no resourceSpans array: not an OTLP ExportTraceServiceRequest", reason(auto("{\"other\": []}")));
+        String good = json(resource(SERVICE, span()));
+        List<GenericRowData> rows = auto(good.replace("\"spans\":[", "\"spans\":[5,"));
+        assertEquals(Arrays.asList("not an OTLP ExportTraceServiceRequest: resourceSpans[0].scopeSpans[0].spans[0] is not an object",
+                null), rows.stream().map(r -> str(r, SpanRows.REASON)).collect(Collectors.toList()));
+        // Binary: base64 in the payload, as for protobuf.
+        byte[] garbage = {(byte) 0xff, 0x00, 0x13, 0x37};
+        rows = auto(garbage);
+        assertEquals(neither + " (" + OtlpDecoder.AUTO_FIRST_BYTE + ")", reason(rows));
+        assertEquals(java.util.Base64.getEncoder().encodeToString(garbage), str(rows.get(0), SpanRows.PAYLOAD));
+        byte[] garbageAfterTag = {0x0A, (byte) 0xff, 0x00, 0x13, 0x37};
+        assertTrue(reason(auto(garbageAfterTag)).startsWith(neither + ": "), reason(auto(garbageAfterTag)));
+        assertEquals(java.util.Base64.getEncoder().encodeToString(garbageAfterTag), str(auto(garbageAfterTag).get(0), SpanRows.PAYLOAD));
+        // Protobuf of another message: its first field is not resourceSpans.
+        byte[] other = Status.newBuilder().setMessage("hello").build().toByteArray();
+        rows = auto(other);
+        assertEquals(neither + " (" + OtlpDecoder.AUTO_FIRST_BYTE + ")", reason(rows));
+        assertEquals(java.util.Base64.getEncoder().encodeToString(other), str(rows.get(0), SpanRows.PAYLOAD));
+        // One whose field 1 is not a message (nor of ExportTraceServiceRequest's shape): unknown fields only.
+        byte[] unknownOnly = {0x0A, 0x02, 0x78, 0x01};  // resourceSpans { field 15: 1 }
+        assertEquals(render(proto(unknownOnly)), render(auto(unknownOnly)));
+        byte[] cut = Arrays.copyOf(proto(TWO_SPANS), proto(TWO_SPANS).length - 3);
+        assertTrue(reason(auto(cut)).startsWith(neither + ": "));
+        assertEquals(40, str(auto(cut).get(0), SpanRows.PAYLOAD).length());
+        // Spans that decode but are invalid: the same reasons as either forced encoding.
+        Object[] bad = resource(SERVICE, span("traceId", "abcd"));
+        assertEquals(render(both(bad)), render(auto(json(bad))));
+        assertEquals(render(both(bad)), render(auto(proto(bad))));
+    }
+
     @Test
     void theFactoryRefusesATableOfOtherColumnsSayingWhichItNeeds() {
         OtlpFormatFactory.checkColumns(SpanRows.ROW);
@@ -447,6 +556,8 @@ class OtlpDecoderTest {
                 DataTypes.ROW(DataTypes.FIELD("trace_id", DataTypes.STRING()))));
         assertTrue(e.getMessage().contains("dead_letter_payload"), e.getMessage());
         assertThrows(ValidationException.class, () -> OtlpFormatFactory.encoding("json"));
+        assertEquals(OtlpDecoder.Encoding.AUTO, OtlpFormatFactory.encoding("auto"));
+        assertEquals("auto", OtlpFormatFactory.ENCODING.defaultValue());
     }
 
     @Test
