@@ -106,7 +106,6 @@ def variables(
         **{key: table_options(config, topic_names[role], **reading.get(role, {})) for key, role in OUTPUTS.items()},
         "watermark_out_of_orderness": interval(spans["watermark_out_of_orderness_seconds"]),
         "spans_idle_timeout": f"{int(spans['idle_timeout_seconds'])} s",
-        "spans_alignment_max_drift": f"{int(spans['watermark_alignment_max_drift_seconds'])} s",
         "span_figures_idle_timeout": f"{int(config.get('pipeline', 'health', 'span_figures_idle_timeout_seconds'))} s",
         # How the source topic's messages are encoded (tables/otlp_spans.sql, the `otlp` format).
         "spans_encoding": spans["encoding"],

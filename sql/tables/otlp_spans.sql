@@ -35,10 +35,6 @@ CREATE TEMPORARY TABLE otlp_spans (
 ) WITH (
   ${source_options},
   'scan.watermark.idle-timeout' = '${spans_idle_timeout}',
-  -- One alignment group: no partition's watermark runs more than the drift ahead of the slowest's.
-  'scan.watermark.alignment.group' = 'otlp_spans',
-  'scan.watermark.alignment.max-drift' = '${spans_alignment_max_drift}',
-  'scan.watermark.alignment.update-interval' = '1 s',
   'format' = 'otlp',
   'otlp.encoding' = '${spans_encoding}',
   'otlp.future-limit-seconds' = '${future_limit_seconds}',
