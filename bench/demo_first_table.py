@@ -60,7 +60,7 @@ def main(argv: list[str]) -> None:
         return next((t for t, line in lines if marker in line), None)
 
     jobs = [t for t, line in lines if "running on the embedded Flink" in line]
-    reading, table = first("the span path reads"), first(FIRST_TABLE)
+    reading, table = first("the span path reads ("), first(FIRST_TABLE)
 
     def since(t: float | None, origin: float | None) -> str:
         return "not reached" if t is None or origin is None else f"{t - origin:.1f} s"
