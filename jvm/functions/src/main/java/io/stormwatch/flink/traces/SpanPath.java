@@ -39,15 +39,15 @@ public final class SpanPath {
             throw new IllegalArgumentException("view " + spansView + " must have the columns " + String.join(", ", SPAN_COLUMNS)
                     + " in that order, not " + columns);
         }
-        SingleOutputStreamOperator<SpanRecord> decoded = tEnv.toDataStream(spans)
-                .process(new ToRecords(sourceTopic, job), TypeInformation.of(SpanRecord.class))
+        SingleOutputStreamOperator<EncodedSpan> decoded = tEnv.toDataStream(spans)
+                .process(new ToRecords(sourceTopic, job), TypeInformation.of(EncodedSpan.class))
                 .name("spans and link probes");
-        DataStream<SpanRecord> records = decoded;
+        DataStream<EncodedSpan> records = decoded;
         if (outOfOrdernessMs >= 0) {
             // A view without an event-time column: the span's end, bounded out-of-orderness per subtask.
             records = records.assignTimestampsAndWatermarks(WatermarkStrategy
-                    .<SpanRecord>forBoundedOutOfOrderness(Duration.ofMillis(outOfOrdernessMs))
-                    .withTimestampAssigner((r, previous) -> r.endMs())
+                    .<EncodedSpan>forBoundedOutOfOrderness(Duration.ofMillis(outOfOrdernessMs))
+                    .withTimestampAssigner((r, previous) -> r.endMs)
                     .withIdleness(Duration.ofMillis(idleMs)));
         }
         SingleOutputStreamOperator<Row> partials = records
@@ -65,10 +65,10 @@ public final class SpanPath {
     }
 
     /**
-     * A row of the spans view as a {@link SpanRecord}, and one link probe per link of a CONSUMER span;
+     * A row of the spans view as a {@link SpanRecord} (encoded), and one link probe per link of a CONSUMER span;
      * a row the decoder rejected goes to the dead letters with its reason instead.
      */
-    static final class ToRecords extends ProcessFunction<Row, SpanRecord> {
+    static final class ToRecords extends ProcessFunction<Row, EncodedSpan> {
         private final String sourceTopic, job;
 
         ToRecords(String sourceTopic, String job) {
@@ -77,7 +77,7 @@ public final class SpanPath {
         }
 
         @Override
-        public void processElement(Row row, Context ctx, Collector<SpanRecord> out) {
+        public void processElement(Row row, Context ctx, Collector<EncodedSpan> out) {
             String reason = (String) row.getField(14);
             if (reason != null) {
                 ctx.output(TraceAssembler.DEAD_LETTERS, Row.of(sourceTopic, (Integer) row.getField(12),
@@ -110,7 +110,7 @@ public final class SpanPath {
                     s.links[i] = t == null || id == null ? "" : t.toLowerCase(Locale.ROOT) + "/" + id.toLowerCase(Locale.ROOT);
                 }
             }
-            out.collect(s);
+            out.collect(EncodedSpan.of(s));
             if (TraceFacts.CONSUMER.equals(s.kind) && s.links != null) {
                 for (String link : s.links) {
                     int slash = link.indexOf('/');
@@ -118,7 +118,7 @@ public final class SpanPath {
                     SpanRecord probe = copy(s);
                     probe.route = link.substring(0, slash);
                     probe.probeOf = link.substring(slash + 1);
-                    out.collect(probe);
+                    out.collect(EncodedSpan.of(probe));
                 }
             }
         }

@@ -45,7 +45,7 @@ import java.util.TreeMap;
  * already assembled came too late to join it: both go to the dead letters with the reason, counted.
  */
 public class TraceAssembler extends AbstractStreamOperator<Row>
-        implements OneInputStreamOperator<SpanRecord, Row>, Triggerable<String, VoidNamespace> {
+        implements OneInputStreamOperator<EncodedSpan, Row>, Triggerable<String, VoidNamespace> {
     public static final String[] PARTIAL_FIELDS = {
         "kind", "k1", "k2", "k3", "flag", "bucket_start_ms", "n", "d", "h1", "h2", "b", "ex1", "ex2"};
     public static final TypeInformation<Row> PARTIAL_TYPE = Types.ROW_NAMED(PARTIAL_FIELDS,
@@ -139,8 +139,9 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     }
 
     @Override
-    public void processElement(StreamRecord<SpanRecord> element) throws Exception {
-        SpanRecord s = element.getValue();
+    public void processElement(StreamRecord<EncodedSpan> element) throws Exception {
+        EncodedSpan encoded = element.getValue();
+        SpanRecord s = SpanRecord.decode(encoded.bytes);
         long endMs = s.endMs();
         boolean probe = s.probeOf != null;
         if (endMs <= lastOut || assembled.value() != null) {
@@ -170,7 +171,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         if (!probe && TraceFacts.PRODUCER.equals(s.kind)) {
             m[3] = Math.max(m[3], endMs);
         }
-        spans.add(s.encode());
+        spans.add(encoded.bytes);
         long fireAt = m[1] + quietMs;
         if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
         fireAt = Math.min(fireAt, m[0] + maxHoldMs);
