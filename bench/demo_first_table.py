@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
     def first(marker: str) -> float | None:
         return next((t for t, line in lines if marker in line), None)
 
-    jobs = [t for t, line in lines if "running on the embedded Flink" in line]
+    jobs = [t for t, line in lines if "on the embedded Flink" in line]
     reading, table = first("the span path reads ("), first(FIRST_TABLE)
 
     def since(t: float | None, origin: float | None) -> str:

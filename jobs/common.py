@@ -12,7 +12,7 @@ from pyflink.table import Table, TableEnvironment
 from connectors.kafka import sql_options, table_options
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.config import Config, load
-from stormwatch.flink_env import table_environment
+from stormwatch.flink_env import shared_job_graph, table_environment
 from stormwatch.sqlfiles import load_statements
 
 
@@ -108,7 +108,11 @@ class Inserts:
         self.sql(f"INSERT INTO `{sink}` SELECT * FROM `{view}`")
 
     def execute(self, bounded: bool) -> None:
-        """Submit, then wait: a local job lives in this process; `flink run -d` returns at once."""
+        """Submit, then wait: a local job lives in this process; `flink run -d` returns at once. Inside
+        flink_env.one_job_graph, add the statements to the shared job graph; its owner executes it."""
+        if shared_job_graph():
+            self.statements.attach_as_datastream()
+            return
         result = self.statements.execute()
         attached = self.t_env.get_config().get("execution.attached", "true").lower() != "false"
         job = result.get_job_client()

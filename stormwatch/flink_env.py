@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import site
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
@@ -54,6 +56,8 @@ def job_configuration(config: Config, job_name: str, restore_from: str | None = 
 
 def table_environment(config: Config, job_name: str, restore_from: str | None = None) -> TableEnvironment:
     """For jobs that are all SQL."""
+    if _shared is not None:
+        return stream_table_environment(config, job_name, restore_from)
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     for key, value in job_configuration(config, job_name, restore_from).items():
         t_env.get_config().set(key, value)
@@ -61,9 +65,46 @@ def table_environment(config: Config, job_name: str, restore_from: str | None = 
 
 
 def stream_table_environment(config: Config, job_name: str, restore_from: str | None = None) -> StreamTableEnvironment:
-    """For jobs that hand per-window records from SQL tables to Python functions and back."""
+    """For jobs that hand per-window records from SQL tables to Python functions and back. Inside
+    `one_job_graph`, a table environment of its own (its own temporary tables and views) on the shared
+    execution environment."""
+    if _shared is not None:
+        if restore_from:
+            raise ValueError("jobs run as one job graph start fresh: --from-savepoint is for a job of its own")
+        return StreamTableEnvironment.create(_shared, EnvironmentSettings.in_streaming_mode())
+    return StreamTableEnvironment.create(_execution_environment(config, job_name, restore_from),
+                                         EnvironmentSettings.in_streaming_mode())
+
+
+def _execution_environment(config: Config, job_name: str, restore_from: str | None = None) -> StreamExecutionEnvironment:
     conf = Configuration()
     for key, value in job_configuration(config, job_name, restore_from).items():
         conf.set_string(key, value)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    return StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())
+    return StreamExecutionEnvironment.get_execution_environment(conf)
+
+
+# The execution environment the jobs of `one_job_graph` add their pipelines to; None otherwise.
+_shared: StreamExecutionEnvironment | None = None
+
+
+def shared_job_graph() -> bool:
+    """True while jobs add their pipelines to one job graph instead of each submitting its own."""
+    return _shared is not None
+
+
+@contextmanager
+def one_job_graph(config: Config, job_name: str) -> Iterator[StreamExecutionEnvironment]:
+    """Several jobs as one Flink job on one embedded mini-cluster: inside this, each job's table
+    environment shares one execution environment and `Inserts.execute` attaches the job's statements to
+    it instead of submitting them; the caller executes the environment once. One JVM, one mini-cluster
+    and one Python interpreter start instead of one per job, which is what the demo needs on a small
+    machine. The jobs still talk through their Kafka topics, with their own consumer groups and
+    transactional ids, exactly as when they run apart."""
+    global _shared
+    if _shared is not None:
+        raise RuntimeError("one_job_graph is already open")
+    _shared = _execution_environment(config, job_name)
+    try:
+        yield _shared
+    finally:
+        _shared = None

@@ -40,3 +40,32 @@ def test_the_readme_job_table_is_the_registry():
     assert rows == [[f"`{job.name}`", job.what, "yes" if job.in_chain else "no"] for job in job_registry.JOBS]
     # And the commands that start the whole chain start exactly it.
     assert re.search(r"for job in ([\w ]+); do", readme).group(1).split() == job_registry.CHAIN
+
+
+def test_run_names_an_unknown_job_before_starting_any(capsys, monkeypatch):
+    from stormwatch import cli
+
+    started = []
+    real = cli.importlib.import_module
+    monkeypatch.setattr(cli.importlib, "import_module",
+                        lambda name, *a: started.append(name) if name.startswith("jobs.") else real(name, *a))
+    assert cli.main(["run", "spans", "no_such_job"]) == 1
+    assert "no job 'no_such_job'" in capsys.readouterr().err
+    assert started == []
+
+
+def test_one_job_graph_gives_each_job_its_own_table_environment_on_one_execution_environment():
+    from stormwatch.config import load
+    from stormwatch.flink_env import one_job_graph, shared_job_graph, stream_table_environment
+
+    config = load(PROJECT_ROOT / "tests" / "stormwatch-test.toml")
+    assert not shared_job_graph()
+    with one_job_graph(config, "stormwatch-two") as env:
+        assert shared_job_graph()
+        first, second = (stream_table_environment(config, f"stormwatch-{n}") for n in ("a", "b"))
+        assert first is not second
+        first.execute_sql("CREATE TEMPORARY VIEW v AS SELECT 1 AS x")
+        second.execute_sql("CREATE TEMPORARY VIEW v AS SELECT 2 AS x")  # no clash: each its own catalog
+        with pytest.raises(ValueError, match="start fresh"):
+            stream_table_environment(config, "stormwatch-c", restore_from="file:///tmp/savepoint")
+    assert not shared_job_graph()
