@@ -17,16 +17,21 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[test]'
 	touch $@
 
-# Maven Central only, versions pinned in jvm/pom.xml; it also builds our JVM code (jvm/functions/),
-# without its tests: `make test` runs those.
-$(JARS)/.fetched: jvm/pom.xml jvm/functions/pom.xml $(shell find jvm/functions/src/main -type f)
+# Maven Central only, versions pinned in jvm/pom.xml; it also builds our Java modules, without their
+# tests (`make test` runs those): the otlp format, the trace assembler, the SQL functions, in the
+# folders jvm/pom.xml's <modules> names (connectors/java, jvm/traces, udfs/java), read from there.
+# Our jars are removed first, so one of an old name or version (stormwatch-flink-functions-*.jar, the
+# single jar before the split) is not shipped beside its successor: every jar in runtime/jars/flink/ is.
+JAVA_MODULES := $(patsubst jvm/../%,%,$(shell sed -n 's|^ *<module>\(.*\)</module> *$$|jvm/\1|p' jvm/pom.xml))
+$(JARS)/.fetched: jvm/pom.xml $(JAVA_MODULES:%=%/pom.xml) $(shell find $(JAVA_MODULES:%=%/src/main) -type f)
+	rm -f $(JARS)/flink/stormwatch-*.jar
 	mvn --quiet --batch-mode -f jvm/pom.xml -DskipTests package
 	touch $@
 
 demo: bootstrap
 	$(BIN)/stormwatch demo
 
-# The Java module's own unit tests (jvm/functions/src/test), then every Python test.
+# The Java modules' own unit tests (src/test of each of JAVA_MODULES), then every Python test.
 test: bootstrap
 	mvn --batch-mode --no-transfer-progress -f jvm/pom.xml test -Dsurefire.printSummary=true | grep -E "Tests run|FAIL|ERROR|BUILD" ; test $${PIPESTATUS[0]} -eq 0
 	$(BIN)/pytest

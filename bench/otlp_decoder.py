@@ -1,10 +1,10 @@
-"""The `otlp` format's decoder alone (jvm/functions/, io.stormwatch.flink.otlp.OtlpDecoder), one thread,
+"""The `otlp` format's decoder alone (connectors/java/, io.stormwatch.flink.otlp.OtlpDecoder), one thread,
 no Kafka or Flink: spans per second for each encoding on the same messages.
 
 Input: generated traces (stormwatch.traffic.generator, fixed seed, as bench/topology_throughput.py
 makes them: spans in end-time order, at most 256 per message), each message in both encodings
 (connectors.otlp); or, with --trainticket, the real messages of
-/work/shared/data/trainticket/*.otlp.jsonl. Needs `make bootstrap` and the module's test classes
+/work/shared/data/trainticket/*.otlp.jsonl. Needs `make bootstrap` and connectors/java's test classes
 (`mvn -f jvm/pom.xml test-compile`, which this runs).
 
     .venv/bin/python bench/otlp_decoder.py [--spans 200000] [--seconds 10] [--trainticket]
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from connectors.otlp import encode_json, encode_proto  # noqa: E402
 
 WORK = ROOT / "runtime" / "bench" / "otlp_decoder"
-BUILD = ROOT / "runtime" / "build" / "functions"
+BUILD = ROOT / "runtime" / "build" / "otlp-format"  # connectors/java/pom.xml's build directory
 TRAINTICKET = ROOT.parent / "shared" / "data" / "trainticket"
 
 
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> None:
 
     subprocess.run(["mvn", "--quiet", "--batch-mode", "-f", str(ROOT / "jvm" / "pom.xml"), "test-compile"], check=True)
     cp_file = WORK / "classpath.txt"
-    subprocess.run(["mvn", "--quiet", "--batch-mode", "-f", str(ROOT / "jvm" / "functions" / "pom.xml"),
+    subprocess.run(["mvn", "--quiet", "--batch-mode", "-f", str(ROOT / "connectors" / "java" / "pom.xml"),
                     "dependency:build-classpath", f"-Dmdep.outputFile={cp_file}"], check=True)
     classpath = f"{BUILD / 'test-classes'}:{BUILD / 'classes'}:{cp_file.read_text().strip()}"
     # otlp_proto_classes: the OTLP generated classes instead of ProtoSpans, for comparison.

@@ -2,7 +2,7 @@
 of a request as the Collector's kafka exporter writes them (`encoding`): otlp_json and otlp_proto.
 stormwatch builds requests as OTLP JSON objects (the traffic generator, replay, trace files); this turns
 one into the bytes of either encoding, so `generate`, `replay` and the demo write what the jobs read
-([pipeline.spans] encoding). The JVM side, the `otlp` format that decodes them, is in jvm/functions.
+([pipeline.spans] encoding). The JVM side, the `otlp` format that decodes them, is in connectors/java/.
 
 OTLP JSON is the proto3 JSON mapping except for trace and span ids, which it writes in hex where the
 mapping has base64 (OTLP specification, "JSON Protobuf Encoding"); everything else parses as it is.

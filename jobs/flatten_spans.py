@@ -3,7 +3,7 @@
 The messages are OTLP ExportTraceServiceRequests in the encoding [pipeline.spans] names: auto (each
 message in the one it is in), or one of the Collector's kafka exporter's: otlp_json or otlp_proto. The source table
 (sql/tables/otlp_spans.sql) decodes each message once, on the JVM, with stormwatch's `otlp` format
-(jvm/functions/, io.stormwatch.flink.otlp): one row per span, validated and named. Valid spans go to
+(connectors/java/, io.stormwatch.flink.otlp): one row per span, validated and named. Valid spans go to
 stormwatch_spans; invalid spans and messages that do not decode go to the dead-letter topic with their
 reason (sql/jobs/flatten_spans.sql).
 """

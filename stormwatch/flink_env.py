@@ -20,8 +20,9 @@ class MissingJarError(FileNotFoundError):
 
 
 def job_jars(config: Config) -> list[str]:
-    """What every job ships in pipeline.jars: the Kafka connector, and the pieces beside it (our `otlp`
-    format and SQL functions, the OTLP classes and protobuf runtime); not the SQL client's gateway."""
+    """What every job ships in pipeline.jars: the Kafka connector, and the pieces beside it (our jars:
+    the `otlp` format, the trace assembler, the SQL functions; the OTLP classes and protobuf runtime);
+    not the SQL client's gateway."""
     folder = config.jars_dir / "flink"
     if not list(folder.glob("flink-sql-connector-kafka-*.jar")):
         raise MissingJarError(f"no Flink Kafka connector in {folder}: run `make bootstrap` first")

@@ -1,4 +1,5 @@
 """The functions the SQL calls, Python side: `cumulative_buckets` (histograms.py), which the health job
 registers for its metrics views and which runs once per metrics record, in thread mode. The Java
-functions and operators (MERGE_HISTOGRAMS, HISTOGRAM_QUANTILE, …, the trace assembler) are in
-jvm/functions, one jar in every job's pipeline.jars: per-span work stays on the JVM."""
+functions (OTLP_JSON_ERROR, MERGE_HISTOGRAMS, HISTOGRAM_QUANTILE) are in java/, a Maven module built by
+jvm/pom.xml into a jar every job ships in pipeline.jars; the trace assembler, a DataStream operator, is
+in jvm/traces/: per-span work stays on the JVM."""

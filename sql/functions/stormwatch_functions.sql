@@ -1,4 +1,4 @@
--- stormwatch's Java SQL functions (jvm/functions/, built by `make bootstrap` into runtime/jars/flink/,
+-- stormwatch's Java SQL functions (udfs/java/, built by `make bootstrap` into runtime/jars/flink/,
 -- which every job ships in pipeline.jars): what Flink SQL lacks, on the JVM.
 -- OTLP_JSON_ERROR(payload, 'resourceSpans', 'ExportTraceServiceRequest'): why a message is not that OTLP
 -- JSON request, down to the objects and arrays its table reads; NULL if it is one. (Trace messages are

@@ -1,5 +1,5 @@
 -- otlp_spans: the OTLP trace messages of the source topic, one row per span, decoded once per message
--- on the JVM by the `otlp` format (jvm/functions/, io.stormwatch.flink.otlp) in the encoding the
+-- on the JVM by the `otlp` format (connectors/java/, io.stormwatch.flink.otlp) in the encoding the
 -- Collector's kafka exporter writes ([pipeline.spans] encoding: auto, each message in the one it is in;
 -- or only otlp_json, or only otlp_proto).
 -- Every span is a row: `reject_reason` is NULL for a valid one; otherwise it says what is wrong and

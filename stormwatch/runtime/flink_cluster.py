@@ -220,13 +220,15 @@ class FlinkCluster:
 
     def _package_archive(self) -> Path:
         """The project's packages as one zip: PyFlink puts a zip itself on the workers' sys.path,
-        so `import connectors.kafka` works there (a shipped folder would be put on the path itself)."""
+        so `import connectors.kafka` works there (a shipped folder would be put on the path itself).
+        Not a package's java/ folder (connectors/, udfs/): that code ships as jars, in pipeline.jars."""
         archive = self.home / "stormwatch-python.zip"
         archive.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
             for package in PYTHON_PACKAGES:
                 for f in sorted((PROJECT_ROOT / package).rglob("*")):
-                    if f.is_file() and "__pycache__" not in f.parts:
+                    inside = f.relative_to(PROJECT_ROOT / package).parts
+                    if f.is_file() and "__pycache__" not in f.parts and inside[0] != "java":
                         z.write(f, f.relative_to(PROJECT_ROOT))
         return archive
 

@@ -219,6 +219,24 @@ def test_versions_match_the_pom_and_the_jars_come_from_it():
                    for kw, args in instructions(dockerfile))
 
 
+def test_the_jars_are_built_from_every_java_module():
+    """jvm/pom.xml builds modules outside jvm/ too (connectors/java/, udfs/java/): the image has each."""
+    pom = ET.parse(ROOT / "jvm" / "pom.xml")
+    modules = [(ROOT / "jvm" / m.text).resolve().relative_to(ROOT)
+               for m in pom.findall("m:modules/m:module", namespaces={"m": "http://maven.apache.org/POM/4.0.0"})]
+    assert Path("connectors/java") in modules and Path("udfs/java") in modules, modules
+    for _, dockerfile in builds():
+        # The COPYs of the stage that runs Maven (FROM ... AS jars), up to the next FROM.
+        copied, stage = [], None
+        for keyword, arguments in instructions(dockerfile):
+            if keyword == "FROM":
+                stage = arguments.split()[-1] if " AS " in arguments.upper() else None
+            elif keyword == "COPY" and stage == "jars":
+                copied += [Path(w) for w in shlex.split(arguments) if not w.startswith("--")][:-1]
+        for module in modules:
+            assert any(c == module or c in module.parents for c in copied), f"{dockerfile}: no COPY of {module}/"
+
+
 def test_dependencies_exist_and_health_is_checked():
     for name, service in SERVICES.items():
         for dependency, how in service.get("depends_on", {}).items():

@@ -9,7 +9,6 @@ import io.opentelemetry.proto.trace.v1.ResourceSpans;
 import io.opentelemetry.proto.trace.v1.ScopeSpans;
 import io.opentelemetry.proto.trace.v1.Span;
 import io.opentelemetry.proto.trace.v1.Status;
-import io.stormwatch.flink.OtlpJsonError;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.data.ArrayData;
@@ -421,22 +420,6 @@ class OtlpDecoderTest {
     void protobufIdsOfTheWrongLengthAreRejectedAsNotHex() {
         assertEquals("spanId is not 16 hex digits", reason(proto(proto(resource(SERVICE, span("spanId", ""))))));
         assertEquals("traceId is not 32 hex digits", reason(proto(proto(resource(SERVICE, span("traceId", "0102"))))));
-    }
-
-    @Test
-    void otlpJsonErrorKeepsJudgingMetricsMessages() {
-        OtlpJsonError f = new OtlpJsonError();
-        assertNull(f.eval("{\"resourceMetrics\":[{\"scopeMetrics\":[{\"metrics\":[{\"histogram\":{\"dataPoints\":"
-                + "[{\"bucketCounts\":[1],\"explicitBounds\":[]}]}}]}]}]}", "resourceMetrics", "ExportMetricsServiceRequest"));
-        assertEquals("not an OTLP ExportMetricsServiceRequest: resourceMetrics[0].scopeMetrics[0].metrics[0].histogram"
-                + ".dataPoints[0].bucketCounts is not an array", f.eval("{\"resourceMetrics\":[{\"scopeMetrics\":[{\"metrics\":"
-                + "[{\"histogram\":{\"dataPoints\":[{\"bucketCounts\":3}]}}]}]}]}", "resourceMetrics", "ExportMetricsServiceRequest"));
-        // Objects before arrays before arrays of scalars, whatever the message's order.
-        assertEquals("not an OTLP ExportMetricsServiceRequest: resourceMetrics[0].resource is not an object",
-                f.eval("{\"resourceMetrics\":[{\"scopeMetrics\":5,\"resource\":5}]}", "resourceMetrics", "ExportMetricsServiceRequest"));
-        assertEquals("no resourceMetrics array: not an OTLP ExportMetricsServiceRequest",
-                f.eval("{}", "resourceMetrics", "ExportMetricsServiceRequest"));
-        assertEquals("empty message", f.eval("", "resourceMetrics", "ExportMetricsServiceRequest"));
     }
 
     // -- auto: each message in the encoding it is in ----------------------------------------------

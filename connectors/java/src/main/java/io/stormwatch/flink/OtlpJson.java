@@ -15,7 +15,7 @@ import java.util.Map;
 /**
  * The shape of an OTLP JSON export request (the objects and arrays stormwatch reads) and one streaming
  * walk over a message that checks it: the one place that says when a message is not OTLP JSON, and why.
- * {@link OtlpJsonError} (the SQL function the health job's raw reader calls) walks with nobody
+ * {@code OtlpJsonError} (udfs/java/: the SQL function the health job's raw reader calls) walks with nobody
  * listening; the otlp format ({@code io.stormwatch.flink.otlp}) listens to the same walk and builds its
  * spans from it, so a message is parsed once.
  *
