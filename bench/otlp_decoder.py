@@ -1,7 +1,7 @@
 """The `otlp` format's decoder alone (connectors/java/, io.stormwatch.flink.otlp.OtlpDecoder), one thread,
 no Kafka or Flink: spans per second for each encoding on the same messages.
 
-Input: generated traces (stormwatch.traffic.generator, fixed seed, as bench/topology_throughput.py
+Input: generated traces (stormwatch.traffic.generator, fixed seed, as bench/throughput.py
 makes them: spans in end-time order, at most 256 per message), each message in both encodings
 (connectors.otlp); or, with --trainticket, the real messages of
 /work/shared/data/trainticket/*.otlp.jsonl. Needs `make bootstrap` and connectors/java's test classes
@@ -31,7 +31,7 @@ TRAINTICKET = ROOT.parent / "shared" / "data" / "trainticket"
 
 def generated(spans_wanted: int) -> list[dict]:
     sys.path.insert(0, str(ROOT / "bench"))
-    from topology_throughput import SEED, TRACE_RATE  # the throughput benchmark's traffic
+    from throughput import SEED, TRACE_RATE  # the throughput benchmark's traffic
     from stormwatch.traffic.generator import TraceGenerator
     from stormwatch.traffic.otlp import to_export_requests
 
