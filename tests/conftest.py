@@ -49,6 +49,12 @@ def flink_cluster(config, kafka):
     cluster.stop()
 
 
+# Every topic the span path (jobs/spans.py) reads or writes, by role: a test that runs it gives each its
+# own topic, so nothing it writes lands in (or waits for) the configured default topics.
+SPAN_PATH_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
+                   "span_instances", "suspects", "topology_snapshots", "edge_events")
+
+
 @pytest.fixture
 def topics_for(config, kafka):
     """Fresh topics of 2 partitions for one test: {role: name} for the roles asked for."""

@@ -12,7 +12,7 @@ import pytest
 from connectors.otlp import encode_proto
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.replay import produce
-from tests.conftest import TEST_CONFIG, read_topic, run_bounded, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, TEST_CONFIG, read_topic, run_bounded, stormwatch
 from tests.hostile_messages import Case, big_trace, broken_protobuf, drawn, mutated
 from tests.schemas import assert_valid
 
@@ -20,7 +20,6 @@ pytestmark = pytest.mark.integration
 
 GOOD = SHARED_DATA / "2023-01-29_0850_fault_free.otlp.jsonl"
 MUTATED_FROM = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"
-TOPOLOGY_OUTPUTS = ("edges", "service_windows", "error_breaks", "latency_stages", "span_instances")
 
 
 def interleaved(good: list[bytes], hostile: list[Case]) -> list[Case | bytes]:
@@ -61,7 +60,7 @@ def check_flattened(config, topics, sent: list[Case | bytes]) -> None:
 
 
 def test_hostile_json_is_dead_lettered_each_with_its_reason_and_good_messages_pass(config, topics_for):
-    topics = topics_for(("source", "sink", "dead_letters", *TOPOLOGY_OUTPUTS))
+    topics = topics_for(SPAN_PATH_ROLES)
     hostile = drawn(1500) + mutated(list(otlp_json_lines(MUTATED_FROM)), 1000) + big_trace(50_000, 50_000)
     sent = interleaved(list(otlp_json_lines(GOOD)), hostile)
     produce(config, topics["source"], [c.payload if isinstance(c, Case) else c for c in sent], partition=0)

@@ -16,13 +16,12 @@ from connectors.otlp import encode_proto
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from reference.trace_windows import aggregate
 from stormwatch.replay import collector_batches, produce
-from tests.conftest import TEST_CONFIG, read_topic, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, TEST_CONFIG, read_topic, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
-         "span_instances", "suspects", "topology_snapshots", "edge_events")
+ROLES = SPAN_PATH_ROLES
 FILES = sorted(SHARED_DATA.glob("*.otlp.jsonl"))  # names are their start times: event-time order
 COUNTS = ("spans", "server_spans", "errors", "error_origins", "inbound_calls")
 EDGE_COUNTS = ("calls", "client_errors", "server_errors")

@@ -14,13 +14,12 @@ from connectors.kafka import create_topics
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.replay import collector_batches, produce
 from stormwatch.runtime.flink_cluster import FlinkCluster
-from tests.conftest import read_topic, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, read_topic, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances",
-         "suspects", "topology_snapshots", "edge_events")
+ROLES = SPAN_PATH_ROLES
 LABELS = sorted(json.loads((SHARED_DATA / "labels.json").read_text()), key=lambda l: l["file"])  # event-time order
 # Judged are the windows wholly after the labelled injection (they start at or after it): the same
 # rule as tests/unit/test_suspects.py, which explains why there is no further allowance.

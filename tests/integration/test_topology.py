@@ -10,14 +10,13 @@ import pytest
 
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_request
 from stormwatch.replay import collector_batches, produce
-from tests.conftest import live_job, read_topic, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, live_job, read_topic, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
 EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"  # has spans exported twice
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
-         "span_instances")
+ROLES = SPAN_PATH_ROLES
 # Hand-made traces start a minute after the real data ends: in their own windows, yet in order.
 T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
 
@@ -235,8 +234,7 @@ def _late_test_message(trace: int, end_ms: int) -> tuple[str, bytes]:
 def test_late_spans_go_to_the_dead_letters_not_silently_into_closed_windows(config, topics_for):
     from connectors.kafka import producer
 
-    names = topics_for(("source", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages",
-                        "span_instances"))
+    names = topics_for(SPAN_PATH_ROLES)
     client = producer(config)
     try:
         with live_job("spans", names, "--group-id", f"late-{names['source']}"):
