@@ -39,7 +39,8 @@ import java.util.TreeMap;
  *
  * Event time: no span is ever paired through a time bound, so nothing is held longer than the trace
  * itself. The output watermark is the input's, held back to just before the earliest span end of any
- * trace still assembling: every fact yet to come is then after it, so no downstream window drops one.
+ * trace still assembling: every fact yet to come is then after it, so no downstream window drops one;
+ * it is passed on only when it reaches the last millisecond before a slide boundary (where windows end).
  * A bucket's partials are emitted (timestamped with the bucket's start) before the watermark passes
  * the bucket's end. A span at or behind that output watermark is late, and a span of a trace that was
  * already assembled came too late to join it: both go to the dead letters with the reason, counted.
@@ -74,6 +75,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     private transient ListState<byte[]> partialsState;
     private transient ListState<Long> watermarkState;
     private transient long lastOut;
+    /** The last watermark passed on: lastOut rounded down to just before a slide boundary. */
+    private transient long lastEmitted;
     private transient Counter traces, lateSpans, afterAssembly, lostProbes;
 
     public TraceAssembler(long quietMs, long followDelayMs, long maxHoldMs, long slideMs, double[] boundsMs,
@@ -92,6 +95,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         super.initializeState(context);
         partials = new Partials(slideMs, boundsMs);
         lastOut = Long.MIN_VALUE;
+        lastEmitted = Long.MIN_VALUE;
         partialsState = context.getOperatorStateStore().getListState(
                 new ListStateDescriptor<>("window-partials", byte[].class));
         // Union: after a restore each subtask starts from the lowest output watermark of all, so it
@@ -141,19 +145,18 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     @Override
     public void processElement(StreamRecord<EncodedSpan> element) throws Exception {
         EncodedSpan encoded = element.getValue();
-        SpanRecord s = SpanRecord.decode(encoded.bytes);
-        long endMs = s.endMs();
-        boolean probe = s.probeOf != null;
+        long endMs = encoded.endMs;
+        boolean probe = encoded.probe;
         if (endMs <= lastOut || assembled.value() != null) {
             if (probe) {
                 lostProbes.inc();
             } else if (endMs <= lastOut) {
                 lateSpans.inc();
-                dead(s, "late span: ended " + (lastOut - endMs) / 1000
+                dead(SpanRecord.decode(encoded.bytes), "late span: ended " + (lastOut - endMs) / 1000
                         + " s before the watermark, beyond the allowed out-of-orderness");
             } else {
                 afterAssembly.inc();
-                dead(s, "span of a trace already assembled: it came after the trace had been quiet for "
+                dead(SpanRecord.decode(encoded.bytes), "span of a trace already assembled: it came after the trace had been quiet for "
                         + quietMs / 1000.0 + " s (trace_quiet_seconds); raise it if traces pause that long");
             }
             return;
@@ -168,19 +171,28 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             m[0] = endMs;
         }
         m[1] = Math.max(m[1], endMs);
-        if (!probe && TraceFacts.PRODUCER.equals(s.kind)) {
+        if (encoded.producer) {
             m[3] = Math.max(m[3], endMs);
         }
         spans.add(encoded.bytes);
-        long fireAt = m[1] + quietMs;
-        if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
-        fireAt = Math.min(fireAt, m[0] + maxHoldMs);
-        if (fireAt != m[2]) {
+        long fireAt = fireAt(m);
+        // Timers are moved lazily: a later span usually pushes the trace's quiet time out, and the
+        // timer already set then fires early and is set again (onEventTime), instead of a delete and
+        // an insert in the timer queue per span. Only an earlier time needs the timer moved now.
+        if (m[2] == Long.MIN_VALUE || fireAt < m[2]) {
             if (m[2] != Long.MIN_VALUE) timers.deleteEventTimeTimer(VoidNamespace.INSTANCE, m[2]);
             timers.registerEventTimeTimer(VoidNamespace.INSTANCE, fireAt);
             m[2] = fireAt;
         }
         meta.update(m);
+    }
+
+    /** When the trace is done: quiet since its last span, after the follow delay of its last PRODUCER, at
+     * most maxHold after its first span. */
+    private long fireAt(long[] m) {
+        long fireAt = m[1] + quietMs;
+        if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
+        return Math.min(fireAt, m[0] + maxHoldMs);
     }
 
     @Override
@@ -190,6 +202,14 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             // The end of an assembled trace's refusal period.
             Long until = assembled.value();
             if (until != null && until == timer.getTimestamp()) assembled.clear();
+            return;
+        }
+        long due = fireAt(m);
+        if (due > timer.getTimestamp()) {
+            // Spans came since the timer was set: not quiet yet.
+            timers.registerEventTimeTimer(VoidNamespace.INSTANCE, due);
+            m[2] = due;
+            meta.update(m);
             return;
         }
         List<SpanRecord> records = new ArrayList<>();
@@ -219,7 +239,14 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
                 output.collect(new StreamRecord<>(row(p), p.bucketStartMs));
             }
             lastOut = out;
-            output.emitWatermark(new Watermark(out));
+            // Downstream, windows end on slide boundaries: a watermark between two of them closes
+            // nothing, yet makes every window aggregate flush (and reset) its buffers. Only the last
+            // millisecond before a boundary is passed on, as soon as it is reached: no window closes later.
+            long visible = out == Long.MAX_VALUE ? out : Math.floorDiv(out + 1, slideMs) * slideMs - 1;
+            if (visible > lastEmitted) {
+                lastEmitted = visible;
+                output.emitWatermark(new Watermark(visible));
+            }
         }
     }
 
