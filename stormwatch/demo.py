@@ -55,7 +55,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         say(f"topic {line}")
     names = catalog.topics(config)
     job_config = _job_config(config)
-    jobs = [_start_jobs(config, job_config, job_registry.CHAIN)]
+    jobs = [_start_job(config, job_config, job) for job in job_registry.CHAIN]
     state, lock = DashboardState(), threading.Lock()
     server = _serve_page(config, state, lock, style)
     stop, reading = threading.Event(), threading.Event()
@@ -69,7 +69,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         f"with per-instance metrics, into {names['source']} and {names['metrics']}")
     say(f"fault schedule {schedule.name}: {' '.join(schedule.description.split())}")
     say(f"the page: http://127.0.0.1:{server.server_address[1]}/ (service graph, breakers, fronts)")
-    say("the embedded Flink job takes half a minute to start; the traffic starts once the span path reads, "
+    say("the embedded Flink jobs take a minute to start; the traffic starts once the span path reads, "
         "and windows close a slide after their end")
     for thread in threads:
         thread.start()
@@ -94,8 +94,8 @@ def say(text: str) -> None:
 
 
 def _job_config(config: Config) -> Path:
-    """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since the
-    demo's traffic is small and the jobs share the machine's cores."""
+    """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since three
+    embedded jobs share the machine's cores and the demo's traffic is small."""
     path = config.runtime_dir / "demo-jobs.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"base = {json.dumps(str(config.path))}\n[flink]\n"
@@ -103,23 +103,19 @@ def _job_config(config: Config) -> Path:
     return path
 
 
-def _start_jobs(config: Config, job_config: Path, jobs: list[str]) -> tuple[str, subprocess.Popen]:
-    """The jobs as one Flink job on one embedded mini-cluster (`stormwatch run JOB JOB ...`): one JVM and
-    one interpreter to start instead of one per job, which on a small machine is most of the wait."""
+def _start_job(config: Config, job_config: Path, job: str) -> tuple[str, subprocess.Popen]:
     log_dir = config.runtime_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    job = "+".join(jobs)
-    log = (log_dir / "demo-jobs.log").open("ab")
+    log = (log_dir / f"demo-{job}.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(job_config), "run", *jobs],
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(job_config), "run", job],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         cwd=PROJECT_ROOT,
         start_new_session=True,  # its own process group: the PyFlink gateway JVM stops with it
     )
-    say(f"jobs {', '.join(jobs)} running as one job on the embedded Flink (pid {proc.pid}, "
-        f"log {log_dir / 'demo-jobs.log'})")
+    say(f"job {job} running on the embedded Flink (pid {proc.pid}, log {log_dir / f'demo-{job}.log'})")
     return job, proc
 
 
