@@ -198,7 +198,7 @@ def source_read(config: Config, topic: str, group: str) -> tuple[int, int]:
     try:
         partitions = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
         ends = reader.end_offsets(partitions)
-        committed = client.list_consumer_group_offsets(group)
+        committed = client.list_group_offsets({group: None})[group]  # kafka-python 3's name
     finally:
         reader.close()
         client.close()
@@ -244,8 +244,8 @@ def main(argv: list[str]) -> None:
         # Until every job has written its last windows: the span path's and health's last windows close
         # on the idle timeout's watermark, scaling's after health's; a cap, not a guess.
         settle(collector, end_ms, config)
-        read = source_read(config, names["source"], config.get("pipeline", "topology", "consumer_group"))
         memory.stop.set()
+        read = source_read(config, names["source"], config.get("pipeline", "topology", "consumer_group"))
         collector.stop.set()
         memory.join(timeout=30)
         collector.join(timeout=30)
