@@ -224,7 +224,7 @@ def input_record(config: Config, spans_wanted: int, encoding: str) -> Path:
 def _code(source: str) -> str:
     """Python source as what it does: its syntax tree without docstrings (comments are not in it), so a
     reworded comment does not make a 20-minute input be generated again."""
-    tree = ast.parse(source if not source[:1].isspace() else "if True:\n" + source)
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
