@@ -9,15 +9,16 @@ Structure, over the whole input (not only one window):
 - its *parent* is the span of the same trace whose span_id is its parent_span_id (may be absent).
 - duration(s) = (end - start) in ms, as a float.
 
-Windows: event time is a span's end time in epoch milliseconds, ``end // 1_000_000`` (what a
-TIMESTAMP_LTZ(3) holds). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
+Windows: event time is a *trace's end*, the latest end of its spans (copies included) in epoch
+milliseconds, ``end // 1_000_000`` (what a TIMESTAMP_LTZ(3) holds): everything a trace yields falls in
+the windows of its end, when it is whole. A window then closes once the traces that ended in it are
+quiet, however long one of them ran (the span path's assembler, jvm/traces: TraceFacts). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
 a window of `size` ms with `slide` ms covers [k*slide, k*slide + size) for integer k, and an item
 belongs to every window whose interval holds its event time (tumbling: slide = size).
 
-Items: a *span* is windowed by its own end time; a *cross-service pair* (a parent span in service
-A with a child span in service B, A != B) by the parent's end time, when the caller sees the call
-complete. So a CLIENT span's exclusive time (its caller's self time) and its pair's gap always fall
-in the same window.
+Items: a *span*, and a *cross-service pair* (a parent span in service A with a child span in service
+B, A != B), are windowed by their trace's end. So a CLIENT span's exclusive time (its caller's self
+time) and its pair's gap always fall in the same window.
 
 ServiceWindow, key = service; emitted for a (service, window) with at least one of its spans or
 one pair into it (the two aggregations full-outer-joined; a side without items gives zeros / None):
@@ -109,6 +110,10 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None) -> l
     """The windows (oldest first) of ServiceWindow and EdgeWindow records, each sorted by key."""
     size_ms = round(size_s * 1000)
     slide_ms = round((slide_s if slide_s is not None else size_s) * 1000)
+    spans = list(spans)
+    trace_end: dict[str, int] = {}
+    for s in spans:
+        trace_end[s.trace_id] = max(trace_end.get(s.trace_id, s.end), s.end)
     spans = dedupe(spans)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     children: dict[tuple[str, str], list] = defaultdict(list)
@@ -120,12 +125,13 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None) -> l
     inbound: dict[tuple[int, str], list[tuple]] = defaultdict(list)
     pairs: dict[tuple[int, str, str], list[tuple]] = defaultdict(list)
     for s in spans:
-        for start in window_starts(s.end // NS_PER_MS, size_ms, slide_ms):
+        starts = window_starts(trace_end[s.trace_id] // NS_PER_MS, size_ms, slide_ms)
+        for start in starts:
             own[(start, s.service_name)].append(s)
         parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id else None
         if parent is None or parent.service_name == s.service_name:
             continue
-        for start in window_starts(parent.end // NS_PER_MS, size_ms, slide_ms):
+        for start in starts:
             pairs[(start, parent.service_name, s.service_name)].append((parent, s))
             if parent.kind == CLIENT and s.kind == SERVER:
                 inbound[(start, s.service_name)].append((parent, s))

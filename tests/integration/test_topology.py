@@ -91,8 +91,20 @@ def _windows(end_ns: int, size_ms: int, slide_ms: int) -> list[int]:
     return [s for s in range(last - size_ms + slide_ms, last + 1, slide_ms) if s <= t < s + size_ms]
 
 
+def _trace_ends(spans) -> dict[str, int]:
+    """Trace id -> the trace's end, where all it yields is windowed: the latest end of its spans and
+    of the CONSUMER spans linking to it (their links make calls of its PRODUCER spans)."""
+    ends: dict[str, int] = {}
+    for s in spans:
+        for trace in [s.trace_id, *(link[0] for link in (s.links if s.kind == 5 else ()))]:
+            ends[trace] = max(ends.get(trace, s.end), s.end)
+    return ends
+
+
 def _reference_edges(spans, size_ms, slide_ms) -> Counter:
-    """(window start, caller, callee) -> calls, counted from the raw spans, one trace at a time."""
+    """(window start, caller, callee) -> calls, counted from the raw spans, one trace at a time, in the
+    windows of the trace's end."""
+    ends = _trace_ends(spans)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     has_child = {(s.trace_id, s.parent_span_id) for s in spans if s.parent_span_id}
     calls = Counter()
@@ -104,25 +116,25 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
         elif parent is not None and parent.service_name != s.service_name:
             edge = (parent.service_name, s.service_name)
         if edge:
-            # A call belongs to the window of the caller's end (the root's own, for `user`).
-            for w in _windows(parent.end if parent is not None else s.end, size_ms, slide_ms):
+            for w in _windows(ends[s.trace_id], size_ms, slide_ms):
                 calls[(w, *edge)] += 1
         for link in s.links if s.kind == 5 else ():
             producer = by_id.get(link)
             if (producer is not None and producer.kind == 4 and producer.service_name != s.service_name
                     and link != (s.trace_id, s.parent_span_id)):
-                for w in _windows(producer.end, size_ms, slide_ms):
+                for w in _windows(ends[producer.trace_id], size_ms, slide_ms):
                     calls[(w, producer.service_name, s.service_name)] += 1
         if s.kind == 3 and (s.trace_id, s.span_id) not in has_child:
             callee = s.untraced_callee
-            for w in _windows(s.end, size_ms, slide_ms):
+            for w in _windows(ends[s.trace_id], size_ms, slide_ms):
                 calls[(w, s.service_name, callee)] += 1
     return calls
 
 
 def _reference_services(spans, size_ms, slide_ms) -> tuple[dict, Counter]:
     """Per (window start, service): span counts and error classes; per (window, absorbing service,
-    failing service): breaks. Each error span is classified from its own trace."""
+    failing service): breaks. Each error span is classified from its own trace, in the windows of its end."""
+    ends = _trace_ends(spans)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     failing_children = {(s.trace_id, s.parent_span_id) for s in spans
                         if s.error and s.parent_span_id and s.parent_span_id != s.span_id}
@@ -138,7 +150,7 @@ def _reference_services(spans, size_ms, slide_ms) -> tuple[dict, Counter]:
                          errors_propagated=int(parent is not None and parent.error),
                          errors_absorbed=int(parent is not None and not parent.error),
                          errors_surfaced=int(s.parent_span_id is None))
-        for w in _windows(s.end, size_ms, slide_ms):
+        for w in _windows(ends[s.trace_id], size_ms, slide_ms):
             services.setdefault((w, s.service_name), Counter()).update(facts)
             if s.error and parent is not None and not parent.error:
                 breaks[(w, parent.service_name, s.service_name)] += 1
@@ -214,8 +226,9 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     assert self_ms == {("web", "GET /"): 20.0, ("web", "call api"): 4.0, ("api", "GET /api"): 66.0,
                        ("api", "validate"): 10.0}
     per_window = Counter()
+    ends = _trace_ends(spans)
     for s in spans:
-        for w in _windows(s.end, size_ms, slide_ms):
+        for w in _windows(ends[s.trace_id], size_ms, slide_ms):
             per_window[(w, s.service_name, s.name)] += 1
     assert Counter({(r["window_start_ms"], r["service"], r["operation"]): r["spans"] for r in stages}) == per_window
     assert all(0 <= r["self_mean_ms"] <= r["duration_mean_ms"] + 1e-9 for r in stages)

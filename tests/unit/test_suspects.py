@@ -232,8 +232,9 @@ def test_ties_are_broken_by_service_name():
 # The reference aggregator's definitions.
 
 
-def span(span_id: str, parent: str | None, service: str, kind: int, start_ms: float, end_ms: float, error: bool = False) -> Span:
-    return Span("t", span_id, parent, service, None, "op", kind, error, int(start_ms * 1e6), int(end_ms * 1e6))
+def span(span_id: str, parent: str | None, service: str, kind: int, start_ms: float, end_ms: float, error: bool = False,
+         trace: str = "t") -> Span:
+    return Span(trace, span_id, parent, service, None, "op", kind, error, int(start_ms * 1e6), int(end_ms * 1e6))
 
 
 def test_exclusive_time_subtracts_the_union_of_children_clipped_to_the_parent():
@@ -254,25 +255,26 @@ def test_window_starts_are_epoch_aligned_for_tumbling_and_sliding():
     assert window_starts(30_000, 30_000, 10_000) == [10_000, 20_000, 30_000]
 
 
-def test_pairs_are_windowed_by_the_caller_and_add_up_to_the_callee_inbound_counts():
+def test_a_trace_is_windowed_by_its_end_and_its_pairs_add_up_to_the_callee_inbound_counts():
     spans = [
         span("g", None, "gateway", 2, 0, 19_990),
         span("gc", "g", "gateway", 3, 5, 19_985),
-        # The callee's SERVER span ends in window 0, the caller's CLIENT span in window 0 too.
+        # The whole trace ends in window 0.
         span("o", "gc", "order", 2, 10, 19_900, error=True),
-        span("g2", None, "gateway", 2, 19_000, 21_000),
-        span("g2c", "g2", "gateway", 3, 19_010, 20_990),
-        # Ends in window 0; its caller's CLIENT span ends in window 1.
-        span("o2", "g2c", "order", 2, 19_020, 19_990),
+        span("g2", None, "gateway", 2, 19_000, 21_000, trace="t2"),
+        span("g2c", "g2", "gateway", 3, 19_010, 20_990, trace="t2"),
+        # Ends in window 0, its trace in window 1: counted there, with its call.
+        span("o2", "g2c", "order", 2, 19_020, 19_990, trace="t2"),
     ]
     w0, w1 = aggregate(spans, 20)
     order0 = next(r for r in w0.services if r.service == "order")
-    assert (order0.spans, order0.server_spans, order0.errors, order0.error_origins) == (2, 2, 1, 1)
+    assert (order0.spans, order0.server_spans, order0.errors, order0.error_origins) == (1, 1, 1, 1)
     assert (order0.inbound_calls, order0.inbound_gap_ms_total) == (1, pytest.approx(19_980.0 - 19_890.0))
     order1 = next(r for r in w1.services if r.service == "order")
-    assert (order1.spans, order1.server_spans, order1.server_p50_ms, order1.inbound_calls) == (0, 0, None, 1)
+    assert (order1.spans, order1.server_spans, order1.server_p50_ms, order1.inbound_calls) == (1, 1, 970.0, 1)
     assert order1.inbound_gap_ms_total == pytest.approx(1980.0 - 970.0)
     assert [(e.caller, e.callee, e.calls, e.server_errors) for e in w0.edges] == [("gateway", "order", 1, 1)]
+    assert [(e.caller, e.callee, e.calls, e.server_errors) for e in w1.edges] == [("gateway", "order", 1, 0)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,13 +37,17 @@ import java.util.TreeMap;
  * `maxHold` after its first span's end). Then {@link TraceFacts} derives every per-trace fact in one
  * pass into the per-bucket {@link Partials}, and the state is cleared.
  *
- * Event time: no span is ever paired through a time bound, so nothing is held longer than the trace
- * itself. The output watermark is the input's, held back to just before the earliest span end of any
- * trace still assembling: every fact yet to come is then after it, so no downstream window drops one;
- * it is passed on only when it reaches the last millisecond before a slide boundary (where windows end).
+ * Event time: no span is ever paired through a time bound, and every fact of a trace is placed at the
+ * trace's end ({@link TraceFacts}). A trace still assembling at input watermark W has a span that ended
+ * after W - quiet (else it would be quiet), so every fact yet to come is after W - quiet: that is the
+ * output watermark, however long a trace has been running. Only a trace with PRODUCER spans, waiting
+ * for its consumers' links longer than that, holds it back to just before its last PRODUCER's end.
+ * So a window closes `quiet` after the input watermark passes its end. The watermark is passed on only
+ * when it reaches the last millisecond before a slide boundary (where windows end).
  * A bucket's partials are emitted (timestamped with the bucket's start) before the watermark passes
- * the bucket's end. A span at or behind that output watermark is late, and a span of a trace that was
- * already assembled came too late to join it: both go to the dead letters with the reason, counted.
+ * the bucket's end. A span at or behind that output watermark that would start a trace is late, and a
+ * span of a trace that was already assembled came too late to join it: both go to the dead letters with
+ * the reason, counted.
  */
 public class TraceAssembler extends AbstractStreamOperator<Row>
         implements OneInputStreamOperator<EncodedSpan, Row>, Triggerable<String, VoidNamespace> {
@@ -69,7 +73,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     /** Set once the trace is assembled: until when later spans of it are refused. */
     private transient ValueState<Long> assembled;
     private transient InternalTimerService<VoidNamespace> timers;
-    /** Earliest span end of each trace assembling on this subtask (a multiset): what holds the watermark. */
+    /** Latest PRODUCER end of each trace assembling on this subtask that has one (a multiset): a lower
+     * bound of those traces' ends, which may be older than the input watermark minus the quiet time. */
     private transient TreeMap<Long, Integer> held;
     private transient Partials partials;
     private transient ListState<byte[]> partialsState;
@@ -126,7 +131,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         getKeyedStateBackend().applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, metaDescriptor,
                 (key, state) -> {
                     long[] m = state.value();
-                    if (m != null) hold(m[0]);
+                    if (m != null && m[3] != Long.MIN_VALUE) hold(m[3]);
                 });
         traces = getMetricGroup().counter("tracesAssembled");
         lateSpans = getMetricGroup().counter("lateSpans");
@@ -147,7 +152,10 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         EncodedSpan encoded = element.getValue();
         long endMs = encoded.endMs;
         boolean probe = encoded.probe;
-        if (endMs <= lastOut || assembled.value() != null) {
+        long[] m = meta.value();
+        // A span behind the output watermark may still join a trace being assembled (its facts go to the
+        // trace's end, after the watermark); it cannot start one.
+        if (m == null && (endMs <= lastOut || assembled.value() != null)) {
             if (probe) {
                 lostProbes.inc();
             } else if (endMs <= lastOut) {
@@ -161,18 +169,15 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             }
             return;
         }
-        long[] m = meta.value();
         if (m == null) {
             m = new long[] {endMs, endMs, Long.MIN_VALUE, Long.MIN_VALUE};
-            hold(endMs);
-        } else if (endMs < m[0]) {
-            release(m[0]);
-            hold(endMs);
-            m[0] = endMs;
         }
+        m[0] = Math.min(m[0], endMs);
         m[1] = Math.max(m[1], endMs);
-        if (encoded.producer) {
-            m[3] = Math.max(m[3], endMs);
+        if (encoded.producer && endMs > m[3]) {
+            if (m[3] != Long.MIN_VALUE) release(m[3]);
+            hold(endMs);
+            m[3] = endMs;
         }
         spans.add(encoded.bytes);
         long fireAt = fireAt(m);
@@ -216,7 +221,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         for (byte[] r : spans.get()) records.add(SpanRecord.decode(r));
         TraceFacts.derive(records, partials);
         traces.inc();
-        release(m[0]);
+        if (m[3] != Long.MIN_VALUE) release(m[3]);
         spans.clear();
         meta.clear();
         long until = timer.getTimestamp() + maxHoldMs;
@@ -233,7 +238,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             timeServiceManager.advanceWatermark(mark); // assembles every trace quiet by now
         }
         long in = mark.getTimestamp();
-        long out = held.isEmpty() ? in : Math.min(in, held.firstKey() - 1);
+        long out = in == Long.MAX_VALUE ? in : in < Long.MIN_VALUE + quietMs ? Long.MIN_VALUE : in - quietMs;
+        if (!held.isEmpty()) out = Math.min(out, held.firstKey() - 1);
         if (out > lastOut) {
             for (Partials.Partial p : partials.closeUpTo(out)) {
                 output.collect(new StreamRecord<>(row(p), p.bucketStartMs));

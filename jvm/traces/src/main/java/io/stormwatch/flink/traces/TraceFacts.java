@@ -13,13 +13,16 @@ import java.util.Set;
  * partials (the definitions tests/trace_windows.py and tests/integration/test_topology.py spell out
  * independently):
  * <ul>
+ *   <li>time: every fact of a trace is placed at the trace's end, the latest end of its records (spans,
+ *       copies and the link probes naming its spans), so a window holds the traces that ended in it:
+ *       a window can close once its traces are quiet, however long some trace ran before it;</li>
  *   <li>copies of a span (same span id: exporters retry) count once, the first that arrived;</li>
  *   <li>edges: a span whose parent is in another service is a call parent service -> its service
- *       (CLIENT -> SERVER, and SERVER -> SERVER or CLIENT -> CLIENT through uninstrumented hops), in
- *       the window of the parent's end; a root is called by `user` (not a CONSUMER root with links:
- *       its callers are the producers it links to); a CLIENT span with no child calls a virtual
- *       callee named by its attributes; a CONSUMER span's link to a PRODUCER span of another service
- *       (not its own parent) is a call producer -> consumer in the window of the producer's end;</li>
+ *       (CLIENT -> SERVER, and SERVER -> SERVER or CLIENT -> CLIENT through uninstrumented hops); a
+ *       root is called by `user` (not a CONSUMER root with links: its callers are the producers it
+ *       links to); a CLIENT span with no child calls a virtual callee named by its attributes; a
+ *       CONSUMER span's link to a PRODUCER span of another service (not its own parent) is a call
+ *       producer -> consumer;</li>
  *   <li>error classes: an error span is an origin when none of its children failed; propagated when
  *       its parent failed too, absorbed when it did not (a break, absorbing -> failing service),
  *       surfaced when it is a root;</li>
@@ -39,7 +42,9 @@ public final class TraceFacts {
     public static void derive(List<SpanRecord> records, Partials out) {
         Map<String, SpanRecord> byId = new LinkedHashMap<>();
         Map<String, SpanRecord> probes = new LinkedHashMap<>();
+        long t = Long.MIN_VALUE;
         for (SpanRecord r : records) {
+            t = Math.max(t, r.endMs());
             if (r.probeOf == null) {
                 byId.putIfAbsent(r.spanId, r);
             } else {
@@ -56,7 +61,6 @@ public final class TraceFacts {
         }
         for (SpanRecord s : byId.values()) {
             SpanRecord parent = s.parentSpanId == null || s.selfParent() ? null : byId.get(s.parentSpanId);
-            long t = s.endMs();
             double duration = s.durationMs();
             double self = Math.max(0.0, duration - coveredMs(s, children.get(s.spanId)));
             boolean error = s.error();
@@ -87,11 +91,10 @@ public final class TraceFacts {
             if (parent != null && !parent.service.equals(s.service)) {
                 boolean rpc = CLIENT.equals(parent.kind);
                 double gap = rpc && SERVER.equals(s.kind) ? Math.max(parent.durationMs() - duration, 0.0) : Double.NaN;
-                long pt = parent.endMs();
-                out.edge(pt, parent.service, s.service, false, parent.error(), error,
+                out.edge(t, parent.service, s.service, false, parent.error(), error,
                         rpc ? parent.durationMs() : duration, gap, s.traceId);
                 if (!Double.isNaN(gap)) {
-                    Partials.Partial callee = out.service(pt, s.service, s.traceId);
+                    Partials.Partial callee = out.service(t, s.service, s.traceId);
                     callee.n[Partials.S_INBOUND_CALLS]++;
                     callee.d[Partials.S_INBOUND_GAP_MS] += gap;
                 }
@@ -109,7 +112,7 @@ public final class TraceFacts {
             boolean ownParent = producer != null && producer.traceId.equals(c.traceId)
                     && c.probeOf.equals(c.parentSpanId);
             if (producer != null && PRODUCER.equals(producer.kind) && !producer.service.equals(c.service) && !ownParent) {
-                out.edge(producer.endMs(), producer.service, c.service, false, producer.error(), c.error(),
+                out.edge(t, producer.service, c.service, false, producer.error(), c.error(),
                         c.durationMs(), Double.NaN, c.traceId);
             }
         }

@@ -111,7 +111,7 @@ class TraceFactsTest {
     }
 
     @Test
-    void aConsumersLinkToAProducerOfAnotherServiceIsACallInTheProducersWindow() {
+    void aConsumersLinkToAProducerOfAnotherServiceIsACallOfTheProducersTrace() {
         SpanRecord producer = span("p", "m", null, "web", TraceFacts.PRODUCER, 0, 5, true);
         SpanRecord probe = span("c", "k", null, "billing", TraceFacts.CONSUMER, 2000, 2100, false);
         probe.probeOf = "m";
@@ -124,6 +124,31 @@ class TraceFactsTest {
         assertEquals(T0 / 3_600_000L * 3_600_000L, edge.bucketStartMs);
         // A probe is not a span of the producer's trace.
         assertNull(got.get("SERVICE:billing>null"));
+    }
+
+    @Test
+    void everyFactOfATraceIsInTheBucketOfItsEndWhereverItsSpansEnded() {
+        // 10 s buckets; the trace runs from bucket 0 into bucket 2 (a slow LLM call), its link probe
+        // (a consumer's span in another trace naming it) ends last, in bucket 3.
+        Partials partials = new Partials(10_000L, BOUNDS);
+        long b0 = T0 / 10_000L * 10_000L - T0; // bucket starts relative to T0
+        SpanRecord producer = span("t", "p", "a", "orchestrator", TraceFacts.PRODUCER, b0 + 2_000, b0 + 2_001, false);
+        SpanRecord probe = span("u", "k", null, "billing", TraceFacts.CONSUMER, b0 + 30_000, b0 + 31_000, false);
+        probe.probeOf = "p";
+        probe.route = "t";
+        TraceFacts.derive(List.of(
+                span("t", "a", null, "orchestrator", TraceFacts.SERVER, b0 + 1_000, b0 + 25_000, false),
+                span("t", "b", "a", "orchestrator", TraceFacts.CLIENT, b0 + 1_500, b0 + 4_000, false),
+                span("t", "c", "b", "llm", TraceFacts.SERVER, b0 + 1_600, b0 + 3_900, true),
+                producer, probe), partials);
+        List<Partials.Partial> all = partials.closeUpTo(Long.MAX_VALUE - 1);
+        List<String> kinds = new ArrayList<>();
+        for (Partials.Partial p : all) {
+            kinds.add(p.kind + ":" + p.k1 + ">" + p.k2);
+            assertEquals(T0 + b0 + 30_000, p.bucketStartMs, p.kind + " " + p.k1 + ">" + p.k2);
+        }
+        assertTrue(kinds.contains("EDGE:orchestrator>llm") && kinds.contains("EDGE:orchestrator>billing")
+                && kinds.contains("EDGE:user>orchestrator") && kinds.contains("BREAK:orchestrator>llm"), kinds.toString());
     }
 
     @Test
