@@ -8,8 +8,8 @@ a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seco
 derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
 mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql),
 and the suspects ranker (jobs/suspects.py `attach`) takes each window as it closes.
-No pairwise interval join, no time bound beyond the trace's own: a window's records leave once the
-watermark passes its end, the quiet time and the traces still open across it.
+No pairwise interval join, no time bound beyond the trace's own: a trace's facts are placed at its end,
+so a window's records leave once the watermark passes its end and the quiet time, whatever is still open.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def attach_trace_assembler(t_env, config, source_topic: str) -> None:
         java_bounds[i] = float(b)
     gateway.jvm.io.stormwatch.flink.traces.SpanPath.register(
         t_env._j_tenv, "trace_input", "trace_partials", "trace_dead_letters",
-        int(float(topology["trace_quiet_seconds"]) * 1000), int(float(topology["max_follow_delay_seconds"]) * 1000),
+        int(float(topology["trace_quiet_seconds"]) * 1000), int(float(topology["trace_root_wait_seconds"]) * 1000),
+        int(float(topology["max_follow_delay_seconds"]) * 1000),
         int(float(topology["trace_max_hold_seconds"]) * 1000), int(topology["window_slide_seconds"]) * 1000,
         java_bounds, source_topic, JOB,
         # otlp_spans has its watermark (per Kafka partition, on the span's end): no second assigner.

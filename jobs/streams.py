@@ -1,5 +1,5 @@
 """What the jobs' Python DataStream operators share: the dead-letter row they put aside, and a buffer of
-records per window that releases each window whole once the watermark has passed its end."""
+records per window that releases each window whole once the watermark has reached its last millisecond."""
 
 from __future__ import annotations
 
@@ -31,10 +31,13 @@ class WindowBuffer:
         batch = self.pending.get(window_end_ms) or self.empty()
         (batch if into is None else batch[into]).append(record)
         self.pending.put(window_end_ms, batch)
-        ctx.timer_service().register_event_time_timer(window_end_ms)
+        # A window [start, end) is whole once the watermark reaches its last millisecond (Flink's
+        # maxTimestamp): upstream window operators emit it then, and the span path passes that watermark
+        # on at once. A timer at `end` itself would wait for the next watermark: a slide later.
+        ctx.timer_service().register_event_time_timer(window_end_ms - 1)
 
     def closed(self, watermark: int) -> Iterator[tuple[int, object]]:
-        for end in sorted(k for k in self.pending.keys() if k <= watermark):
+        for end in sorted(k for k in self.pending.keys() if k - 1 <= watermark):
             batch = self.pending.get(end)
             self.pending.remove(end)
             yield end, batch

@@ -9,10 +9,12 @@ Structure, over the whole input (not only one window):
 - its *parent* is the span of the same trace whose span_id is its parent_span_id (may be absent).
 - duration(s) = (end - start) in ms, as a float.
 
-Windows: event time is a *trace's end*, the latest end of its spans (copies included) in epoch
-milliseconds, ``end // 1_000_000`` (what a TIMESTAMP_LTZ(3) holds): everything a trace yields falls in
-the windows of its end, when it is whole. A window then closes once the traces that ended in it are
-quiet, however long one of them ran (the span path's assembler, jvm/traces: TraceFacts). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
+Windows: event time is a *trace's time* in epoch milliseconds (what a TIMESTAMP_LTZ(3) holds): its end,
+the latest end of its spans (copies included), ``end // 1_000_000``; for a trace without a root span,
+which the span path holds `root_wait` after its end instead of the quiet time, that less the quiet time
+(at most `max_hold` after its first span's end, less the quiet time): `trace_times`. Everything a trace
+yields falls in the windows of its time, when it is whole, so a window closes once the traces that
+ended in it are quiet, however long one of them ran (the span path's assembler, jvm/traces: TraceFacts). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
 a window of `size` ms with `slide` ms covers [k*slide, k*slide + size) for integer k, and an item
 belongs to every window whose interval holds its event time (tumbling: slide = size).
 
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from stormwatch.suspects import EdgeWindow, ServiceWindow
@@ -63,6 +65,39 @@ class Window:
     edges: list[EdgeWindow]
     # The window's assembled traces (stormwatch.traces.Trace), when the shape signals are wanted.
     traces: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TraceTiming:
+    """How long the span path holds a trace ([pipeline.topology] trace_quiet_seconds,
+    trace_root_wait_seconds, trace_max_hold_seconds), in seconds: where its facts are placed."""
+
+    quiet_s: float = 5.0
+    root_wait_s: float = 30.0
+    max_hold_s: float = 60.0
+
+    @classmethod
+    def of(cls, topology: Mapping) -> "TraceTiming":
+        return cls(float(topology["trace_quiet_seconds"]), float(topology["trace_root_wait_seconds"]),
+                   float(topology["trace_max_hold_seconds"]))
+
+
+def trace_times(spans: Iterable, timing: TraceTiming = TraceTiming()) -> dict[str, int]:
+    """Trace id -> the trace's time in ms: its latest span end, or, without a root span, when the span
+    path gives up waiting for it (root_wait after that end, max_hold after the first) less the quiet time."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    rooted: set[str] = set()
+    for s in spans:
+        end = s.end // NS_PER_MS
+        first[s.trace_id] = min(first.get(s.trace_id, end), end)
+        last[s.trace_id] = max(last.get(s.trace_id, end), end)
+        if s.parent_span_id is None:
+            rooted.add(s.trace_id)
+    quiet, root_wait = round(timing.quiet_s * 1000), round(max(timing.root_wait_s, timing.quiet_s) * 1000)
+    max_hold = round(timing.max_hold_s * 1000)
+    return {t: max(end, min(end + (quiet if t in rooted else root_wait), first[t] + max_hold) - quiet)
+            for t, end in last.items()}
 
 
 def dedupe(spans: Iterable) -> list:
@@ -106,14 +141,13 @@ def gap_ms(pair: tuple) -> float:
     return max(0.0, duration_ms(parent) - duration_ms(child))
 
 
-def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None) -> list[Window]:
+def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None,
+              timing: TraceTiming = TraceTiming()) -> list[Window]:
     """The windows (oldest first) of ServiceWindow and EdgeWindow records, each sorted by key."""
     size_ms = round(size_s * 1000)
     slide_ms = round((slide_s if slide_s is not None else size_s) * 1000)
     spans = list(spans)
-    trace_end: dict[str, int] = {}
-    for s in spans:
-        trace_end[s.trace_id] = max(trace_end.get(s.trace_id, s.end), s.end)
+    times = trace_times(spans, timing)
     spans = dedupe(spans)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     children: dict[tuple[str, str], list] = defaultdict(list)
@@ -125,7 +159,7 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None) -> l
     inbound: dict[tuple[int, str], list[tuple]] = defaultdict(list)
     pairs: dict[tuple[int, str, str], list[tuple]] = defaultdict(list)
     for s in spans:
-        starts = window_starts(trace_end[s.trace_id] // NS_PER_MS, size_ms, slide_ms)
+        starts = window_starts(times[s.trace_id], size_ms, slide_ms)
         for start in starts:
             own[(start, s.service_name)].append(s)
         parent = by_id.get((s.trace_id, s.parent_span_id)) if s.parent_span_id else None

@@ -15,6 +15,7 @@ import pytest
 from connectors.otlp import encode_proto
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from reference.trace_windows import aggregate
+from stormwatch.window_aggregates import TraceTiming
 from stormwatch.replay import collector_batches, produce
 from tests.conftest import SPAN_PATH_ROLES, TEST_CONFIG, read_topic, stormwatch
 from tests.schemas import assert_valid
@@ -67,7 +68,7 @@ def _check_against_reference(config, names: dict[str, str], files, batches: list
 
     topology = config.section("pipeline", "topology")
     expected = aggregate([s for path in files for s in spans_of_file(path)],
-                         topology["window_size_seconds"], topology["window_slide_seconds"])
+                         topology["window_size_seconds"], topology["window_slide_seconds"], TraceTiming.of(topology))
     services = {(r.window_start_ms, r.service): r for w in expected for r in w.services}
     edges = {(e.window_start_ms, e.caller, e.callee): e for w in expected for e in w.edges}
 

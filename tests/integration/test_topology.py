@@ -17,8 +17,10 @@ pytestmark = pytest.mark.integration
 
 EXCEPTION_FAULT = SHARED_DATA / "2023-01-29_1004.otlp.jsonl"  # has spans exported twice
 ROLES = SPAN_PATH_ROLES
-# Hand-made traces start a minute after the real data ends: in their own windows, yet in order.
-T0 = max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line))) + 60 * 10**9
+# Hand-made traces start a minute or more after the real data ends, on a minute: in their own windows, yet in
+# order; all they yield (some are placed up to 25 s after their end: see _trace_times) in the windows from T0.
+T0 = -(-(max(s.end for line in otlp_json_lines(EXCEPTION_FAULT) for s in spans_of_request(json.loads(line)))
+         + 60 * 10**9) // (60 * 10**9)) * 60 * 10**9
 
 
 def _span(trace, span, parent, name, kind, start_ms, end_ms, error=False, links=(), **attributes):
@@ -91,20 +93,34 @@ def _windows(end_ns: int, size_ms: int, slide_ms: int) -> list[int]:
     return [s for s in range(last - size_ms + slide_ms, last + 1, slide_ms) if s <= t < s + size_ms]
 
 
-def _trace_ends(spans) -> dict[str, int]:
-    """Trace id -> the trace's end, where all it yields is windowed: the latest end of its spans and
-    of the CONSUMER spans linking to it (their links make calls of its PRODUCER spans)."""
-    ends: dict[str, int] = {}
+def _trace_times(spans, topology) -> dict[str, int]:
+    """Trace id -> where all it yields is windowed (ns): its end, the latest end of its spans and of the
+    CONSUMER spans linking to it (their links make calls of its PRODUCER spans), unless the span path holds
+    it longer than its end's quiet time: then when it lets it go, less the quiet time. It lets a trace go
+    quiet after that end once its root span came, root-wait after it while it has none, follow-delay
+    after its last PRODUCER span (for the consumers linking to it), and max-hold after its first end."""
+    quiet, root_wait, follow, max_hold = (int(float(topology[k]) * 1000) for k in (
+        "trace_quiet_seconds", "trace_root_wait_seconds", "max_follow_delay_seconds", "trace_max_hold_seconds"))
+    first, last, producer, rooted = {}, {}, {}, set()
     for s in spans:
+        end = s.end // 1_000_000
         for trace in [s.trace_id, *(link[0] for link in (s.links if s.kind == 5 else ()))]:
-            ends[trace] = max(ends.get(trace, s.end), s.end)
-    return ends
+            first[trace], last[trace] = min(first.get(trace, end), end), max(last.get(trace, end), end)
+        if s.parent_span_id is None:
+            rooted.add(s.trace_id)
+        if s.kind == 4:
+            producer[s.trace_id] = max(producer.get(s.trace_id, end), end)
+    times = {}
+    for trace, end in last.items():
+        done = max(end + (quiet if trace in rooted else root_wait), producer.get(trace, end - follow) + follow)
+        times[trace] = max(end, min(done, first[trace] + max_hold) - quiet) * 1_000_000
+    return times
 
 
-def _reference_edges(spans, size_ms, slide_ms) -> Counter:
+def _reference_edges(spans, size_ms, slide_ms, topology) -> Counter:
     """(window start, caller, callee) -> calls, counted from the raw spans, one trace at a time, in the
-    windows of the trace's end."""
-    ends = _trace_ends(spans)
+    windows of the trace's time."""
+    ends = _trace_times(spans, topology)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     has_child = {(s.trace_id, s.parent_span_id) for s in spans if s.parent_span_id}
     calls = Counter()
@@ -131,10 +147,10 @@ def _reference_edges(spans, size_ms, slide_ms) -> Counter:
     return calls
 
 
-def _reference_services(spans, size_ms, slide_ms) -> tuple[dict, Counter]:
+def _reference_services(spans, size_ms, slide_ms, topology) -> tuple[dict, Counter]:
     """Per (window start, service): span counts and error classes; per (window, absorbing service,
-    failing service): breaks. Each error span is classified from its own trace, in the windows of its end."""
-    ends = _trace_ends(spans)
+    failing service): breaks. Each error span is classified from its own trace, in the windows of its time."""
+    ends = _trace_times(spans, topology)
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     failing_children = {(s.trace_id, s.parent_span_id) for s in spans
                         if s.error and s.parent_span_id and s.parent_span_id != s.span_id}
@@ -170,8 +186,8 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     size_ms, slide_ms = topology["window_size_seconds"] * 1000, topology["window_slide_seconds"] * 1000
     tumbling_ms = topology["edge_tumbling_window_seconds"] * 1000
     spans = _unique(s for m in real + HAND_MADE for s in spans_of_request(json.loads(m)))
-    expected = {"sliding": _reference_edges(spans, size_ms, slide_ms),
-                "tumbling": _reference_edges(spans, tumbling_ms, tumbling_ms)}
+    expected = {"sliding": _reference_edges(spans, size_ms, slide_ms, topology),
+                "tumbling": _reference_edges(spans, tumbling_ms, tumbling_ms, topology)}
 
     all_edges = read_topic(config, names["edges"], sum(map(len, expected.values())))
     assert_valid("stormwatch_edges", all_edges)
@@ -181,22 +197,22 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
         got[e["window_kind"]][(e["window_start_ms"], e["caller"], e["callee"])] += e["calls"]
     assert got == expected, {kind: (got[kind] - expected[kind], expected[kind] - got[kind]) for kind in got}
     # Tumbling windows count each call once: their totals are the calls of the whole input.
-    assert sum(got["tumbling"].values()) == sum(_reference_edges(spans, 10**15, 10**15).values())
+    assert sum(got["tumbling"].values()) == sum(_reference_edges(spans, 10**15, 10**15, topology).values())
     edges = [e for e in all_edges if e["window_kind"] == "sliding"]
 
-    hand = [e for e in edges if e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]]
+    hand = [e for e in edges if e["window_start_ms"] == T0 // 1_000_000]
     pairs = {(e["caller"], e["callee"], e["callee_virtual"]) for e in hand}
     assert pairs == {("user", "web", False), ("web", "api", False), ("web", "postgresql", True),
                      ("web", "llm-api", True), ("user", "api", False), ("api", "web", False),
                      ("web", "billing", False), ("api", "billing", False)}
     messaging = {(e["caller"], e["window_kind"]): e for e in all_edges if e["callee"] == "billing"
-                 and e["window_start_ms"] <= T0 // 1_000_000 < e["window_end_ms"]}
+                 and e["window_start_ms"] == T0 // 1_000_000}
     web, api = messaging[("web", "sliding")], messaging[("api", "sliding")]
     assert (web["calls"], web["client_errors"], api["calls"], api["client_errors"]) == (2, 0, 1, 1)
     # The CLIENT - SERVER gap is an RPC's: a message has none.
     assert web["gap_ms_total"] == api["gap_ms_total"] == 0.0
 
-    expected_services, expected_breaks = _reference_services(spans, size_ms, slide_ms)
+    expected_services, expected_breaks = _reference_services(spans, size_ms, slide_ms, topology)
     rows = read_topic(config, names["service_windows"], len(expected_services))
     assert_valid("stormwatch_service_windows", rows)
     fields = ("spans", "server_spans", "errors", "error_origins", "errors_propagated", "errors_absorbed",
@@ -211,7 +227,7 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
                     for b in breaks}) == expected_breaks
     # The hand-made chain: api's failing `validate` propagates to GET /api, which propagates to web's
     # CLIENT span; web's SERVER span catches it there. api's failed publish is an origin of its own.
-    hand = {r["service"]: r for r in rows if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"]}
+    hand = {r["service"]: r for r in rows if r["window_start_ms"] == T0 // 1_000_000}
     assert (hand["api"]["errors"], hand["api"]["error_origins"], hand["api"]["errors_propagated"]) == (3, 2, 2)
     assert (hand["web"]["errors"], hand["web"]["errors_absorbed"]) == (1, 1)
     assert hand["api"]["orphans"] == 1 and hand["api"]["self_parents"] == 1
@@ -219,14 +235,14 @@ def test_edges_errors_and_breaks_match_an_independent_reading(config, topics_for
     stages = read_topic(config, names["latency_stages"], 1, timeout=30)
     assert_valid("stormwatch_latency_stages", stages)
     hand_stages = {(r["service"], r["operation"]): r for r in stages
-                   if r["window_start_ms"] <= T0 // 1_000_000 < r["window_end_ms"] and r["example_trace_id"] == T % 1}
+                   if r["window_start_ms"] == T0 // 1_000_000 and r["example_trace_id"] == T % 1}
     # GET / (100 ms) waits 80 ms on its CLIENT call; the call waits 76 ms on GET /api, which waits
     # 10 ms on validate: what is left is each stage's own time.
     self_ms = {k: round(r["self_mean_ms"], 3) for k, r in hand_stages.items()}
     assert self_ms == {("web", "GET /"): 20.0, ("web", "call api"): 4.0, ("api", "GET /api"): 66.0,
                        ("api", "validate"): 10.0}
     per_window = Counter()
-    ends = _trace_ends(spans)
+    ends = _trace_times(spans, topology)
     for s in spans:
         for w in _windows(ends[s.trace_id], size_ms, slide_ms):
             per_window[(w, s.service_name, s.name)] += 1

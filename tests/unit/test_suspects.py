@@ -31,6 +31,7 @@ from reference.trace_windows import (after_injection, aggregate, exclusive_ns, f
                                      percentile, replay, window_starts, windows_of_file)
 from stormwatch.suspects import (EdgeWindow, ServiceWindow, SuspectPolicy, SuspectRanker, WindowVerdict,
                                  ranked_edges)
+from stormwatch.window_aggregates import TraceTiming, trace_times
 
 WINDOW_MS = 20_000
 POLICY = SuspectPolicy()
@@ -275,6 +276,17 @@ def test_a_trace_is_windowed_by_its_end_and_its_pairs_add_up_to_the_callee_inbou
     assert order1.inbound_gap_ms_total == pytest.approx(1980.0 - 970.0)
     assert [(e.caller, e.callee, e.calls, e.server_errors) for e in w0.edges] == [("gateway", "order", 1, 1)]
     assert [(e.caller, e.callee, e.calls, e.server_errors) for e in w1.edges] == [("gateway", "order", 1, 0)]
+
+
+def test_a_trace_without_its_root_is_placed_where_the_span_path_gives_up_waiting_for_it():
+    timing = TraceTiming(quiet_s=5, root_wait_s=30, max_hold_s=60)
+    spans = [span("r", None, "gateway", 2, 0, 2_000, trace="whole"),
+             span("a", "lost", "order", 2, 0, 1_000, trace="orphan"),
+             # Spans for 50 s without a root: given up 60 s after the first end.
+             span("b", "lost", "order", 2, 0, 1_000, trace="long"), span("c", "lost", "order", 2, 0, 50_000, trace="long")]
+    assert trace_times(spans, timing) == {"whole": 2_000, "orphan": 1_000 + 30_000 - 5_000, "long": 1_000 + 60_000 - 5_000}
+    [w] = aggregate(spans[1:2], 30, timing=timing)
+    assert w.start_ms == 0 and w.services[0].spans == 1  # 26 s: in the window [0, 30 s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ public class EncodedSpan {
     public boolean probe;
     /** A PRODUCER span: its trace waits for the consumers linking to it. */
     public boolean producer;
+    /** A span without a parent: its trace is not done before it came (or `rootWait` passed). */
+    public boolean root;
     public byte[] bytes;
 
     public EncodedSpan() {}
@@ -26,6 +28,7 @@ public class EncodedSpan {
         e.endMs = s.endMs();
         e.probe = s.probeOf != null;
         e.producer = !e.probe && TraceFacts.PRODUCER.equals(s.kind);
+        e.root = !e.probe && s.parentSpanId == null;
         e.bytes = s.encode();
         return e;
     }

@@ -31,7 +31,8 @@ public final class SpanPath {
     private SpanPath() {}
 
     public static void register(StreamTableEnvironment tEnv, String spansView, String partialsView, String deadView,
-                                long quietMs, long followDelayMs, long maxHoldMs, long slideMs, double[] boundsMs,
+                                long quietMs, long rootWaitMs, long followDelayMs, long maxHoldMs, long slideMs,
+                                double[] boundsMs,
                                 String sourceTopic, String job, long outOfOrdernessMs, long idleMs) {
         Table spans = tEnv.from(spansView);
         java.util.List<String> columns = spans.getResolvedSchema().getColumnNames();
@@ -53,7 +54,8 @@ public final class SpanPath {
         SingleOutputStreamOperator<Row> partials = records
                 .keyBy(r -> r.route, Types.STRING)
                 .transform("assemble traces", TraceAssembler.PARTIAL_TYPE,
-                        new TraceAssembler(quietMs, followDelayMs, maxHoldMs, slideMs, boundsMs, sourceTopic, job))
+                        new TraceAssembler(quietMs, rootWaitMs, followDelayMs, maxHoldMs, slideMs, boundsMs,
+                                sourceTopic, job))
                 .uid("trace-assembler");
         tEnv.createTemporaryView(partialsView, tEnv.fromDataStream(partials, Schema.newBuilder()
                 .columnByMetadata("rowtime", "TIMESTAMP_LTZ(3)")

@@ -28,22 +28,23 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.TreeMap;
 
 /**
  * Assembles each trace once: its spans (and the link probes naming them) are kept in keyed state,
- * per trace id, until the trace has been quiet for `quiet` of event time (a trace with PRODUCER spans
- * waits `followDelay` after its last one, for the consumers linking to them; no trace longer than
- * `maxHold` after its first span's end). Then {@link TraceFacts} derives every per-trace fact in one
+ * per trace id, until the trace is done: its root span has come and it has been quiet for `quiet` of
+ * event time since its latest span end. A trace whose root has not come waits `rootWait` after its
+ * latest span end instead (a long call's parent ends after a pause longer than the quiet time; a root
+ * that never comes, unsampled or lost, is given up then); a trace with PRODUCER spans waits
+ * `followDelay` after the last of them, for the consumers linking to them; none is held longer than
+ * `maxHold` after its first span's end. Then {@link TraceFacts} derives every per-trace fact in one
  * pass into the per-bucket {@link Partials}, and the state is cleared.
  *
- * Event time: no span is ever paired through a time bound, and every fact of a trace is placed at the
- * trace's end ({@link TraceFacts}). A trace still assembling at input watermark W has a span that ended
- * after W - quiet (else it would be quiet), so every fact yet to come is after W - quiet: that is the
- * output watermark, however long a trace has been running. Only a trace with PRODUCER spans, waiting
- * for its consumers' links longer than that, holds it back to just before its last PRODUCER's end.
- * So a window closes `quiet` after the input watermark passes its end. The watermark is passed on only
- * when it reaches the last millisecond before a slide boundary (where windows end).
+ * Event time: no span is ever paired through a time bound. Every fact of a trace is placed at the
+ * trace's end, or, for a trace done later than its end's quiet time, at the moment it was done less
+ * the quiet time ({@link TraceFacts}): a trace done at input watermark W is placed after W' - quiet,
+ * W' the watermark before W. So the output watermark is the input's less the quiet time, however long
+ * a trace runs or waits: a window closes `quiet` after the input watermark passes its end. It is passed
+ * on only when it reaches the last millisecond before a slide boundary (where windows end).
  * A bucket's partials are emitted (timestamped with the bucket's start) before the watermark passes
  * the bucket's end. A span at or behind that output watermark that would start a trace is late, and a
  * span of a trace that was already assembled came too late to join it: both go to the dead letters with
@@ -62,20 +63,17 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             Types.STRING, Types.INT, Types.LONG, Types.STRING, Types.STRING, Types.STRING);
     public static final OutputTag<Row> DEAD_LETTERS = new OutputTag<>("dead-letters", DEAD_LETTER_TYPE);
 
-    private final long quietMs, followDelayMs, maxHoldMs, slideMs;
+    private final long quietMs, rootWaitMs, followDelayMs, maxHoldMs, slideMs;
     private final double[] boundsMs;
     private final String sourceTopic, job;
 
     /** The trace's spans and probes, each as {@link SpanRecord#encode()}'s bytes. */
     private transient ListState<byte[]> spans;
-    /** [earliest end, latest end, timer, latest PRODUCER end or Long.MIN_VALUE], in ms. */
+    /** [earliest end, latest end, timer, latest PRODUCER end or Long.MIN_VALUE, 1 once the root came], in ms. */
     private transient ValueState<long[]> meta;
     /** Set once the trace is assembled: until when later spans of it are refused. */
     private transient ValueState<Long> assembled;
     private transient InternalTimerService<VoidNamespace> timers;
-    /** Latest PRODUCER end of each trace assembling on this subtask that has one (a multiset): a lower
-     * bound of those traces' ends, which may be older than the input watermark minus the quiet time. */
-    private transient TreeMap<Long, Integer> held;
     private transient Partials partials;
     private transient ListState<byte[]> partialsState;
     private transient ListState<Long> watermarkState;
@@ -84,9 +82,10 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     private transient long lastEmitted;
     private transient Counter traces, lateSpans, afterAssembly, lostProbes;
 
-    public TraceAssembler(long quietMs, long followDelayMs, long maxHoldMs, long slideMs, double[] boundsMs,
-                          String sourceTopic, String job) {
+    public TraceAssembler(long quietMs, long rootWaitMs, long followDelayMs, long maxHoldMs, long slideMs,
+                          double[] boundsMs, String sourceTopic, String job) {
         this.quietMs = quietMs;
+        this.rootWaitMs = Math.max(rootWaitMs, quietMs);
         this.followDelayMs = followDelayMs;
         this.maxHoldMs = maxHoldMs;
         this.slideMs = slideMs;
@@ -127,24 +126,10 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         meta = getRuntimeContext().getState(metaDescriptor);
         assembled = getRuntimeContext().getState(new ValueStateDescriptor<>("assembled", Types.LONG));
         timers = getInternalTimerService("trace-quiet", VoidNamespaceSerializer.INSTANCE, this);
-        held = new TreeMap<>();
-        getKeyedStateBackend().applyToAllKeys(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE, metaDescriptor,
-                (key, state) -> {
-                    long[] m = state.value();
-                    if (m != null && m[3] != Long.MIN_VALUE) hold(m[3]);
-                });
         traces = getMetricGroup().counter("tracesAssembled");
         lateSpans = getMetricGroup().counter("lateSpans");
         afterAssembly = getMetricGroup().counter("spansAfterAssembly");
         lostProbes = getMetricGroup().counter("linksAfterAssembly");
-    }
-
-    private void hold(long endMs) {
-        held.merge(endMs, 1, Integer::sum);
-    }
-
-    private void release(long endMs) {
-        held.computeIfPresent(endMs, (k, n) -> n == 1 ? null : n - 1);
     }
 
     @Override
@@ -152,7 +137,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         EncodedSpan encoded = element.getValue();
         long endMs = encoded.endMs;
         boolean probe = encoded.probe;
-        long[] m = meta.value();
+        long[] m = meta(meta.value());
         // A span behind the output watermark may still join a trace being assembled (its facts go to the
         // trace's end, after the watermark); it cannot start one.
         if (m == null && (endMs <= lastOut || assembled.value() != null)) {
@@ -170,15 +155,12 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             return;
         }
         if (m == null) {
-            m = new long[] {endMs, endMs, Long.MIN_VALUE, Long.MIN_VALUE};
+            m = new long[] {endMs, endMs, Long.MIN_VALUE, Long.MIN_VALUE, 0};
         }
         m[0] = Math.min(m[0], endMs);
         m[1] = Math.max(m[1], endMs);
-        if (encoded.producer && endMs > m[3]) {
-            if (m[3] != Long.MIN_VALUE) release(m[3]);
-            hold(endMs);
-            m[3] = endMs;
-        }
+        if (encoded.producer) m[3] = Math.max(m[3], endMs);
+        if (encoded.root) m[4] = 1;
         spans.add(encoded.bytes);
         long fireAt = fireAt(m);
         // Timers are moved lazily: a later span usually pushes the trace's quiet time out, and the
@@ -186,23 +168,36 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         // an insert in the timer queue per span. Only an earlier time needs the timer moved now.
         if (m[2] == Long.MIN_VALUE || fireAt < m[2]) {
             if (m[2] != Long.MIN_VALUE) timers.deleteEventTimeTimer(VoidNamespace.INSTANCE, m[2]);
+            // Not at or behind the watermark (a root that came after the trace's quiet time, a late span):
+            // the timer's time is when the trace is done, and its facts are placed no earlier than that
+            // less the quiet time, which must be after the output watermark.
+            long watermark = timers.currentWatermark();
+            if (watermark != Long.MAX_VALUE) fireAt = Math.max(fireAt, watermark + 1);
             timers.registerEventTimeTimer(VoidNamespace.INSTANCE, fireAt);
             m[2] = fireAt;
         }
         meta.update(m);
     }
 
-    /** When the trace is done: quiet since its last span, after the follow delay of its last PRODUCER, at
-     * most maxHold after its first span. */
+    /** A trace's meta as this version keeps it (one saved before the root flag: taken as rooted). */
+    private static long[] meta(long[] m) {
+        if (m == null || m.length >= 5) return m;
+        long[] n = java.util.Arrays.copyOf(m, 5);
+        n[4] = 1;
+        return n;
+    }
+
+    /** When the trace is done: quiet since its last span (rootWait while its root has not come), after the
+     * follow delay of its last PRODUCER, at most maxHold after its first span. */
     private long fireAt(long[] m) {
-        long fireAt = m[1] + quietMs;
+        long fireAt = m[1] + (m[4] != 0 ? quietMs : rootWaitMs);
         if (m[3] != Long.MIN_VALUE) fireAt = Math.max(fireAt, m[3] + followDelayMs);
         return Math.min(fireAt, m[0] + maxHoldMs);
     }
 
     @Override
     public void onEventTime(InternalTimer<String, VoidNamespace> timer) throws Exception {
-        long[] m = meta.value();
+        long[] m = meta(meta.value());
         if (m == null) {
             // The end of an assembled trace's refusal period.
             Long until = assembled.value();
@@ -219,9 +214,10 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         }
         List<SpanRecord> records = new ArrayList<>();
         for (byte[] r : spans.get()) records.add(SpanRecord.decode(r));
-        TraceFacts.derive(records, partials);
+        // Done at this timer's time T: the watermark before this one was under T, so the output watermark
+        // is under T - quiet, and the facts go no earlier (TraceFacts places them at the trace's end if later).
+        TraceFacts.derive(records, partials, timer.getTimestamp() - quietMs);
         traces.inc();
-        if (m[3] != Long.MIN_VALUE) release(m[3]);
         spans.clear();
         meta.clear();
         long until = timer.getTimestamp() + maxHoldMs;
@@ -239,7 +235,6 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         }
         long in = mark.getTimestamp();
         long out = in == Long.MAX_VALUE ? in : in < Long.MIN_VALUE + quietMs ? Long.MIN_VALUE : in - quietMs;
-        if (!held.isEmpty()) out = Math.min(out, held.firstKey() - 1);
         if (out > lastOut) {
             for (Partials.Partial p : partials.closeUpTo(out)) {
                 output.collect(new StreamRecord<>(row(p), p.bucketStartMs));

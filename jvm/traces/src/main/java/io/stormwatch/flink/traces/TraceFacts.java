@@ -15,7 +15,9 @@ import java.util.Set;
  * <ul>
  *   <li>time: every fact of a trace is placed at the trace's end, the latest end of its records (spans,
  *       copies and the link probes naming its spans), so a window holds the traces that ended in it:
- *       a window can close once its traces are quiet, however long some trace ran before it;</li>
+ *       a window can close once its traces are quiet, however long some trace ran before it (a trace the
+ *       assembler held longer, see {@link TraceAssembler}, is placed later: when it was done, less the
+ *       quiet time);</li>
  *   <li>copies of a span (same span id: exporters retry) count once, the first that arrived;</li>
  *   <li>edges: a span whose parent is in another service is a call parent service -> its service
  *       (CLIENT -> SERVER, and SERVER -> SERVER or CLIENT -> CLIENT through uninstrumented hops); a
@@ -40,9 +42,19 @@ public final class TraceFacts {
 
     /** @param records the trace's spans and the link probes naming its spans, in arrival order */
     public static void derive(List<SpanRecord> records, Partials out) {
+        derive(records, out, Long.MIN_VALUE);
+    }
+
+    /**
+     * @param records the trace's spans and the link probes naming its spans, in arrival order
+     * @param notBeforeMs the earliest time its facts may be placed at (the assembler's: when the trace was
+     *        done, less the quiet time): a trace done later than its end's quiet time (waiting for its
+     *        root, or for consumers) is placed there
+     */
+    public static void derive(List<SpanRecord> records, Partials out, long notBeforeMs) {
         Map<String, SpanRecord> byId = new LinkedHashMap<>();
         Map<String, SpanRecord> probes = new LinkedHashMap<>();
-        long t = Long.MIN_VALUE;
+        long t = notBeforeMs;
         for (SpanRecord r : records) {
             t = Math.max(t, r.endMs());
             if (r.probeOf == null) {
