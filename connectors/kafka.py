@@ -115,6 +115,7 @@ def python_client_settings(config: KafkaConfig, client_class) -> dict:
 
 
 def admin(config: KafkaConfig, **overrides) -> KafkaAdminClient:
+    """An admin client; `with admin(config) as client:` closes it (as every kafka-python client)."""
     return KafkaAdminClient(**{**python_client_settings(config, KafkaAdminClient), **overrides})
 
 
@@ -161,25 +162,17 @@ def committed_records(config: KafkaConfig, topic: str, quiet_s: float = 30.0) ->
 
 def broker_ready(config: KafkaConfig) -> bool:
     try:
-        client = admin(config, request_timeout_ms=2000, bootstrap_timeout_ms=2000)
-    except KafkaError:
-        return False
-    try:
-        client.list_topics()
+        with admin(config, request_timeout_ms=2000, bootstrap_timeout_ms=2000) as client:
+            client.list_topics()
         return True
     except KafkaError:
         return False
-    finally:
-        client.close()
 
 
 def require_topics(config: KafkaConfig, topics: set[str]) -> None:
     """ValueError naming the topics that do not exist: a producer would only time out on them."""
-    client = admin(config)
-    try:
+    with admin(config) as client:
         missing = sorted(topics - set(client.list_topics()))
-    finally:
-        client.close()
     if missing:
         raise ValueError(f"no topic {', '.join(missing)} on {config.bootstrap_servers}: create the project's "
                          f"topics with `stormwatch topics create`, or name an existing one")
@@ -191,8 +184,7 @@ def create_topics(config: KafkaConfig, specs: dict[str, dict] | None = None) -> 
     A spec is {"partitions": N, "replication_factor": R, "config": {...}}; returns a line per topic.
     """
     wanted = config.topics if specs is None else specs
-    client = admin(config)
-    try:
+    with admin(config) as client:
         existing = set(client.list_topics())
         lines, new = [], []
         for name, spec in wanted.items():
@@ -215,20 +207,15 @@ def create_topics(config: KafkaConfig, specs: dict[str, dict] | None = None) -> 
                 pass  # created concurrently by another caller; what we wanted exists
             _await_listing(client, {t.name for t in new}, listed=True)
         return lines
-    finally:
-        client.close()
 
 
 def delete_topics(config: KafkaConfig, names: set[str]) -> None:
     """Delete those of `names` that exist, and return once the broker no longer lists them."""
-    client = admin(config)
-    try:
+    with admin(config) as client:
         existing = names & set(client.list_topics())
         if existing:
             client.delete_topics(sorted(existing))
             _await_listing(client, existing, listed=False)
-    finally:
-        client.close()
 
 
 def _await_listing(client: KafkaAdminClient, names: set[str], listed: bool, timeout_s: float = 30.0) -> None:

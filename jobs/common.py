@@ -10,7 +10,7 @@ from collections import Counter
 from pyflink.table import Table, TableEnvironment
 
 from connectors.kafka import sql_options, table_options
-from stormwatch.catalog import TOPIC_ROLES
+from stormwatch.catalog import TOPIC_ROLES, parse_topic_overrides, topics
 from stormwatch.config import Config, load
 from stormwatch.flink_env import shared_job_graph, table_environment
 from stormwatch.sqlfiles import load_statements
@@ -36,6 +36,13 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from-savepoint", metavar="PATH",
                         help="start from this savepoint or retained checkpoint (`stormwatch job stop` prints one)")
     return parser.parse_args(argv)
+
+
+def topics_and_group(args: argparse.Namespace, config: Config, section: str) -> tuple[dict[str, str], str]:
+    """A job's topic names (the configuration's, then its --topic ROLE=NAME) and its consumer group
+    (--group-id, else [pipeline.<section>] consumer_group)."""
+    names = topics(config, parse_topic_overrides(args.topic))
+    return names, args.group_id or config.get("pipeline", section, "consumer_group")
 
 
 def source_options(args: argparse.Namespace, group_id: str) -> dict[str, str]:

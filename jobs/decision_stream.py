@@ -17,7 +17,7 @@ from pyflink.datastream.functions import KeyedBroadcastProcessFunction, KeyedPro
 from pyflink.datastream.state import MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
 from pyflink.table import StreamTableEnvironment
 
-from jobs.common import Inserts, source_options
+from jobs.common import Inserts, source_options, topics_and_group
 from jobs.streams import DEAD_LETTERS
 from stormwatch import catalog
 from stormwatch.config import Config
@@ -112,8 +112,7 @@ def published(decisions: list[dict]) -> list[tuple[str, str, str]]:
 def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[dict, str, Policy, dict]:
     """(topic names, consumer group, default policy, SQL variables) of a decision job reading the
     tables of `inputs` (topic role -> table), each role with its own consumer group."""
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    group = args.group_id or config.get("pipeline", job, "consumer_group")
+    names, group = topics_and_group(args, config, job)
     read_with = {role: source_options(args, f"{group}-{role}") for role in inputs}
     # The policy topic is compacted state: always read whole.
     read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}

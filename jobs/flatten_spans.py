@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from connectors.otlp import SETTINGS
-from jobs.common import parse_args, run_sql_job, setup, source_options
+from jobs.common import parse_args, run_sql_job, setup, source_options, topics_and_group
 from stormwatch import catalog
 from stormwatch.sqlfiles import load_statements
 
@@ -37,11 +37,10 @@ def source_variables(config, names: dict[str, str], args, group: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    group = args.group_id or config.get("pipeline", "spans", "consumer_group")
-    encoding = config.get("pipeline", "spans", "encoding")
+    names, group = topics_and_group(args, config, "spans")
     variables = source_variables(config, names, args, group)
-    run_sql_job(config, JOB, load_statements(tables(encoding), variables), variables, args, group)
+    statements = load_statements(tables(config.get("pipeline", "spans", "encoding")), variables)
+    run_sql_job(config, JOB, statements, variables, args, group)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
 from jobs import suspects
-from jobs.common import Inserts, add_statements, define, parse_args, setup
+from jobs.common import Inserts, add_statements, define, parse_args, setup, topics_and_group
 from jobs.flatten_spans import source_variables
 from jobs.flatten_spans import tables as decoding_tables
 from stormwatch import catalog
@@ -68,9 +68,8 @@ def attach_trace_assembler(t_env, config, source_topic: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
     # The span path's own group: flatten_spans (the optional export of flattened spans) reads the same topic.
-    group = args.group_id or config.get("pipeline", "topology", "consumer_group")
+    names, group = topics_and_group(args, config, "topology")
     encoding = config.get("pipeline", "spans", "encoding")
     variables = span_variables(config, source_variables(config, names, args, group))
 

@@ -17,7 +17,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs.common import Inserts, define, parse_args, setup, source_options
+from jobs.common import Inserts, define, parse_args, setup, source_options, topics_and_group
 from jobs.streams import DEAD_LETTERS, WindowBuffer
 from stormwatch import catalog
 from stormwatch.flink_env import stream_table_environment
@@ -127,8 +127,7 @@ def attach(t_env, inserts: Inserts, config, names: dict[str, str], service_windo
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     config = setup(args)
-    names = catalog.topics(config, catalog.parse_topic_overrides(args.topic))
-    group = args.group_id or config.get("pipeline", "suspects", "consumer_group")
+    names, group = topics_and_group(args, config, "suspects")
     # Each input keeps its own offsets: two readers must not share a group.
     variables = catalog.variables(config, names, source_options(args, group),
                                   read_with={role: source_options(args, f"{group}-{role}") for role in INPUTS})

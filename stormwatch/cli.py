@@ -31,11 +31,8 @@ def cmd_topics(args) -> None:
     if args.action == "create":
         print("\n".join(create_topics(config)))
     else:
-        client = admin(config)
-        try:
+        with admin(config) as client:
             print("\n".join(sorted(t for t in client.list_topics() if not t.startswith("__"))))
-        finally:
-            client.close()
 
 
 def cmd_run(args) -> None:

@@ -3,6 +3,12 @@ INSTANCE_ID) expanded.
 
 SQL stays in files a user can read and run; this module only fills in what depends on the
 configuration (topics, brokers, watermarks) and splits a file into statements.
+
+The Kafka options of every table (connector, topic, brokers, [kafka.properties]) come from one place,
+connectors/kafka.table_options through stormwatch/catalog.py, as `${<role>_options}`. The rest of a
+table's WITH (...) (its format, key fields), its Kafka metadata columns and its watermark stay written
+out in each file, alike as they are from table to table: they say how that topic's records are read,
+which is what a user opening the file before querying the table needs to see.
 """
 
 from __future__ import annotations

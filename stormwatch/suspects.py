@@ -25,6 +25,7 @@ Latency is judged on y = log(1 + ms). In normal operation y varies from window t
 much with 30 requests as with one (requests of a window share load, GC pauses, noisy neighbours)
 and with heavy tails, so each window is one observation of a Student t with ``latency_tail_dof``
 degrees of freedom, fitted robustly per service, its scale shrunk towards ``latency_prior_scale``.
+Both baselines, and the surprise, are stormwatch/baselines.py's, which the shape signals share.
 
 Attribution
 -----------
@@ -64,8 +65,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 import networkx as nx
-from scipy import special
 
+from stormwatch.baselines import RateBaseline, StudentTBaseline, surprise_of
 from stormwatch.trace_signals import ERROR_AFTER_CALL, OPERATION_RATE, TRACE_SPECTRUM, ShapeEvidence, ShapeJudge, WindowShape
 
 # Shape signals that point at a service from others' behaviour, not from what it did itself (its
@@ -73,8 +74,6 @@ from stormwatch.trace_signals import ERROR_AFTER_CALL, OPERATION_RATE, TRACE_SPE
 # or less, which its callers decide): they rank it, weighted, but do not make it explain its callers.
 INDIRECT_SIGNALS = (ERROR_AFTER_CALL, TRACE_SPECTRUM, OPERATION_RATE)
 
-# Tail probabilities below this are all "beyond doubt"; it keeps -log10 finite.
-TINY_P = 1e-300
 ERRORS, OWN_TIME = "error_origins", "own_time"
 SELF_TIME, INBOUND_GAP, SERVER_LATENCY = "self_time", "inbound_gap", "server_latency"
 LATENCY_SIGNALS = (OWN_TIME, SELF_TIME, INBOUND_GAP, SERVER_LATENCY)
@@ -229,91 +228,11 @@ class WindowVerdict:
         return next((i for i, s in enumerate(self.suspects, 1) if s.service == service), None)
 
 
-def _surprise(p: float) -> float:
-    return -math.log10(max(float(p), TINY_P))
-
-
-@dataclass
-class _RateBaseline:
-    """Decayed event and exposure counts (error origins and spans), Gamma-Poisson."""
-
-    events: float = 0.0
-    exposure: float = 0.0
-
-    def decay(self, factor: float) -> None:
-        self.events *= factor
-        self.exposure *= factor
-
-    def judge(self, events: float, exposure: int, pooled_rate: float, shape: float) -> tuple[float, float]:
-        """(expected events, surprise of at least `events`) in `exposure`, under the negative
-        binomial predictive of the posterior Gamma(shape + events seen, prior around pooled_rate)."""
-        r = shape + self.events
-        seen = shape / pooled_rate + self.exposure
-        expected = r * exposure / seen
-        if events <= 0:
-            return expected, 0.0
-        # P(K >= k) of NB(r, p = seen / (seen + exposure)) is I_{1-p}(k, r).
-        return expected, _surprise(special.betainc(events, r, exposure / (seen + exposure)))
-
-    def absorb(self, events: float, exposure: int, weight: float) -> None:
-        self.events += weight * events
-        self.exposure += weight * exposure
-
-
-@dataclass
-class _LatencyBaseline:
-    """Decayed Student-t fit of y = log(1 + ms) over a service's windows.
-
-    Each window enters with the weight the t likelihood gives it, (nu + 1) / (nu + z²) (the
-    EM step of a t fit with known nu): a typical window counts fully, a window 10 scales out (a
-    fault, or a rare hiccup) counts a few percent, so an ongoing fault hardly moves the baseline.
-    """
-
-    windows: float = 0.0
-    weight: float = 0.0
-    sum_wy: float = 0.0
-    deviations: float = 0.0
-    sum_wrr: float = 0.0
-
-    def decay(self, factor: float) -> None:
-        self.windows *= factor
-        self.weight *= factor
-        self.sum_wy *= factor
-        self.deviations *= factor
-        self.sum_wrr *= factor
-
-    def typical_ms(self) -> float | None:
-        return math.expm1(self.sum_wy / self.weight) if self.weight > 0 else None
-
-    def _scale(self, policy: SuspectPolicy) -> float:
-        prior = policy.latency_prior_windows
-        return math.sqrt((prior * policy.latency_prior_scale**2 + self.sum_wrr) / (prior + self.deviations))
-
-    def surprise(self, y: float, policy: SuspectPolicy) -> float:
-        """Surprise of a window at least as slow as y; 0 while the baseline is too short to judge."""
-        if self.windows < policy.min_baseline_windows:
-            return 0.0
-        # The location is itself estimated, from `weight` windows' worth.
-        scale = self._scale(policy) * math.sqrt(1 + 1 / self.weight)
-        return _surprise(special.stdtr(policy.latency_tail_dof, -(y - self.sum_wy / self.weight) / scale))
-
-    def absorb(self, y: float, weight: float, policy: SuspectPolicy) -> None:
-        w = 1.0
-        if self.weight > 0:
-            nu = policy.latency_tail_dof
-            r = y - self.sum_wy / self.weight
-            w = (nu + 1) / (nu + (r / self._scale(policy)) ** 2)
-            self.sum_wrr += weight * w * r * r
-            self.deviations += weight
-        self.windows += weight
-        self.weight += weight * w
-        self.sum_wy += weight * w * y
-
-
 @dataclass
 class _ServiceBaseline:
-    errors: _RateBaseline = field(default_factory=_RateBaseline)
-    latency: dict[str, _LatencyBaseline] = field(default_factory=lambda: {s: _LatencyBaseline() for s in LATENCY_SIGNALS})
+    errors: RateBaseline = field(default_factory=RateBaseline)
+    # Each window one observation of y = log(1 + ms).
+    latency: dict[str, StudentTBaseline] = field(default_factory=lambda: {s: StudentTBaseline() for s in LATENCY_SIGNALS})
 
     def decay(self, factor: float) -> None:
         self.errors.decay(factor)
@@ -356,7 +275,7 @@ class SuspectRanker:
     def __init__(self, policy: SuspectPolicy | None = None) -> None:
         self.policy = policy or SuspectPolicy()
         self._baselines: dict[str, _ServiceBaseline] = {}
-        self._population = _RateBaseline()
+        self._population = RateBaseline()
         self._graph = nx.DiGraph()
         self._last_start_ms: int | None = None
         self._shape = ShapeJudge(self.policy)
@@ -426,8 +345,8 @@ class SuspectRanker:
 
     def _pooled_error_rate(self) -> float:
         """Error origins per span over all services; the policy's prior rate weighs one shape's worth."""
-        p = self.policy
-        return (p.error_prior_shape + self._population.events) / (p.error_prior_shape / p.error_prior_rate + self._population.exposure)
+        shape, rate = self._population.posterior(self.policy.error_prior_rate, self.policy.error_prior_shape)
+        return shape / rate
 
     def _judge(self, record: ServiceWindow, measures: dict[str, float], pooled_rate: float) -> dict[str, _Judged]:
         baseline = self._baselines.setdefault(record.service, _ServiceBaseline())
@@ -436,8 +355,15 @@ class SuspectRanker:
         for signal in LATENCY_SIGNALS:
             if signal in measures:
                 history = baseline.latency[signal]
-                out[signal] = _Judged(measures[signal], history.typical_ms(), history.surprise(math.log1p(measures[signal]), self.policy))
+                out[signal] = _Judged(measures[signal], history.typical_ms(), self._latency_surprise(history, measures[signal]))
         return out
+
+    def _latency_surprise(self, history: StudentTBaseline, ms: float) -> float:
+        """Surprise of a window at least as slow as `ms`; 0 while the baseline is too short to judge."""
+        p = self.policy
+        if history.n < p.min_baseline_windows:
+            return 0.0
+        return surprise_of(history.tail(math.log1p(ms), p.latency_tail_dof, p.latency_prior_scale, p.latency_prior_windows))
 
     def _absorb(self, record: ServiceWindow, measures: dict[str, float], judged: dict[str, _Judged], weight: float) -> None:
         """Adds the window's unaffected signals to the service's baseline, latency with its t weight.
@@ -454,7 +380,8 @@ class SuspectRanker:
             baseline.errors.absorb(measures[ERRORS], record.spans, weight)
         for signal in LATENCY_SIGNALS:
             if signal in measures and judged[signal].surprise < limit:
-                baseline.latency[signal].absorb(math.log1p(measures[signal]), weight, self.policy)
+                baseline.latency[signal].absorb(math.log1p(measures[signal]), weight, self.policy.latency_tail_dof,
+                                                self.policy.latency_prior_scale, self.policy.latency_prior_windows)
 
     def _evidence(self, signals: dict[str, _Judged], shaped: list[ShapeEvidence]) -> dict:
         local = [(signals[k].surprise, k) for k in LOCAL_SIGNALS if k in signals]

@@ -72,18 +72,12 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scipy import special
-
+from stormwatch.baselines import RateBaseline, StudentTBaseline, surprise_of
 from stormwatch.traces import Trace
 
-TINY_P = 1e-300
 CALL_PATTERN, OPERATION_RATE, OPERATION_LATENCY = "call_pattern", "operation_rate", "operation_latency"
 TRACE_SPECTRUM, ERROR_AFTER_CALL = "trace_spectrum", "error_after_call"
 SHAPE_SIGNALS = (CALL_PATTERN, OPERATION_RATE, OPERATION_LATENCY, TRACE_SPECTRUM, ERROR_AFTER_CALL)
-
-
-def surprise_of(p: float) -> float:
-    return -math.log10(min(1.0, max(float(p), TINY_P)))
 
 
 @dataclass(frozen=True)
@@ -113,40 +107,6 @@ class WindowShape:
     @classmethod
     def of(cls, traces: list[Trace]) -> "WindowShape":
         return cls(sorted(traces, key=lambda t: (t.end_ms, t.trace_id)))
-
-
-@dataclass
-class _Rate:
-    """Decayed events and exposure, Gamma-Poisson (as stormwatch.suspects._RateBaseline)."""
-
-    events: float = 0.0
-    exposure: float = 0.0
-
-    def decay(self, factor: float) -> None:
-        self.events *= factor
-        self.exposure *= factor
-
-    def posterior(self, prior_rate: float, shape: float) -> tuple[float, float]:
-        return shape + self.events, shape / prior_rate + self.exposure
-
-    def judge(self, k: float, exposure: float, prior_rate: float, shape: float, two_sided: bool) -> tuple[float, float]:
-        """(expected, surprise) of k events in `exposure` under the NB predictive."""
-        r, seen = self.posterior(prior_rate, shape)
-        expected = r * exposure / seen
-        if exposure <= 0:
-            return expected, 0.0
-        q = exposure / (seen + exposure)
-        upper = special.betainc(k, r, q) if k > 0 else 1.0
-        p = upper
-        if two_sided:
-            # P(K <= k) = I_{1-q}(r, k + 1)
-            lower = special.betainc(r, k + 1, 1 - q)
-            p = min(1.0, 2 * min(upper, lower))
-        return expected, surprise_of(p)
-
-    def absorb(self, k: float, exposure: float, weight: float) -> None:
-        self.events += weight * k
-        self.exposure += weight * exposure
 
 
 @dataclass
@@ -184,48 +144,6 @@ def _mean_log(values: list[float]) -> float:
 
 
 @dataclass
-class _Dist:
-    """Decayed robust Student-t fit of per-item values y (visits' or traces' log(1 + ms))."""
-
-    n: float = 0.0
-    weight: float = 0.0
-    sum_wy: float = 0.0
-    sum_wrr: float = 0.0
-    deviations: float = 0.0
-
-    def decay(self, factor: float) -> None:
-        self.n *= factor
-        self.weight *= factor
-        self.sum_wy *= factor
-        self.sum_wrr *= factor
-        self.deviations *= factor
-
-    def location(self) -> float | None:
-        return self.sum_wy / self.weight if self.weight > 0 else None
-
-    def scale(self, prior_scale: float, prior_n: float) -> float:
-        return math.sqrt((prior_n * prior_scale**2 + self.sum_wrr) / (prior_n + self.deviations))
-
-    def tail(self, y: float, dof: float, prior_scale: float, prior_n: float) -> float:
-        """P(Y >= y) under the predictive; 1 without a baseline."""
-        if self.weight <= 0:
-            return 1.0
-        s = self.scale(prior_scale, prior_n) * math.sqrt(1 + 1 / max(self.weight, 1e-9))
-        return float(special.stdtr(dof, -(y - self.sum_wy / self.weight) / s))
-
-    def absorb(self, y: float, weight: float, dof: float, prior_scale: float, prior_n: float) -> None:
-        w = 1.0
-        if self.weight > 0:
-            r = y - self.sum_wy / self.weight
-            w = (dof + 1) / (dof + (r / self.scale(prior_scale, prior_n)) ** 2)
-            self.sum_wrr += weight * w * r * r
-            self.deviations += weight
-        self.n += weight
-        self.weight += weight * w
-        self.sum_wy += weight * w * y
-
-
-@dataclass
 class ShapeBaselines:
     """Per-key baselines of the shape signals; `judge` then `absorb` once per window."""
 
@@ -233,11 +151,11 @@ class ShapeBaselines:
     visits: dict[tuple[tuple[str, ...], tuple[str, str]], float] = field(default_factory=dict)
     presence: dict[tuple[tuple[str, ...], tuple[str, str]], _Share] = field(default_factory=dict)
     requests: dict[tuple[str, ...], float] = field(default_factory=dict)
-    op_errors: dict[tuple[str, str], _Rate] = field(default_factory=dict)
-    latency: dict[tuple[str, str], _Dist] = field(default_factory=dict)
-    request_latency: dict[tuple[str, ...], _Dist] = field(default_factory=dict)
-    error_after: dict[str, _Rate] = field(default_factory=dict)
-    pooled_error_after: _Rate = field(default_factory=_Rate)
+    op_errors: dict[tuple[str, str], RateBaseline] = field(default_factory=dict)
+    latency: dict[tuple[str, str], StudentTBaseline] = field(default_factory=dict)
+    request_latency: dict[tuple[str, ...], StudentTBaseline] = field(default_factory=dict)
+    error_after: dict[str, RateBaseline] = field(default_factory=dict)
+    pooled_error_after: RateBaseline = field(default_factory=RateBaseline)
     windows: float = 0.0
 
     def decay(self, factor: float) -> None:
@@ -321,7 +239,7 @@ class ShapeJudge:
         self.base.decay(factor)
 
     # -- latency models --------------------------------------------------------------------
-    def _tail(self, dist: _Dist | None, y: float, min_n: float) -> float:
+    def _tail(self, dist: StudentTBaseline | None, y: float, min_n: float) -> float:
         p = self.policy
         if dist is None or dist.n < min_n:
             return 1.0
@@ -331,7 +249,7 @@ class ShapeJudge:
         p = self.policy
         if surprise_of(tail) >= p.absorb_surprise:
             return
-        table.setdefault(key, _Dist()).absorb(y, weight, p.latency_tail_dof, p.visit_prior_scale, p.visit_prior_n)
+        table.setdefault(key, StudentTBaseline()).absorb(y, weight, p.latency_tail_dof, p.visit_prior_scale, p.visit_prior_n)
 
     def _anomalous(self, trace: Trace) -> bool:
         p = self.policy
@@ -342,10 +260,10 @@ class ShapeJudge:
                 return True
         for v in trace.visits:
             if v.error_origins:
-                rate = self.base.op_errors.get((v.service, v.operation), _Rate())
+                rate = self.base.op_errors.get((v.service, v.operation), RateBaseline())
                 if self.base.windows < p.min_baseline_windows:
                     continue
-                _, s = rate.judge(1, 1, p.error_prior_rate, p.error_prior_shape, two_sided=False)
+                _, s = rate.judge(1, 1, p.error_prior_rate, p.error_prior_shape)
                 if s >= limit:
                     return True
         return False
@@ -401,7 +319,7 @@ class ShapeJudge:
             y = _mean_log(counts.own[op])
             tail = 1.0 if dist is None or dist.n < p.min_baseline_windows else dist.tail(
                 y, p.latency_tail_dof, p.latency_prior_scale, p.latency_prior_windows)
-            typical = None if dist is None or dist.location() is None else math.expm1(dist.location())
+            typical = None if dist is None else dist.typical_ms()
             out.append(ShapeEvidence(op[0], OPERATION_LATENCY, op, math.expm1(y), typical, surprise_of(tail), tuple(ex.get(op, ()))))
 
         # Trace spectrum.
@@ -428,7 +346,7 @@ class ShapeJudge:
         for callee in sorted(counts.error_after):
             k = counts.error_after[callee]
             n = counts.answered.get(callee, k)
-            expected, s = self.base.error_after.get(callee, _Rate()).judge(k, n, pr / ps, p.error_prior_shape, two_sided=False)
+            expected, s = self.base.error_after.get(callee, RateBaseline()).judge(k, n, pr / ps, p.error_prior_shape)
             out.append(ShapeEvidence(callee, ERROR_AFTER_CALL, (callee,), k, expected, s, tuple(ex.get(("error_after", callee), ()))))
         self._last = (counts, out)
         return out
@@ -447,7 +365,7 @@ class ShapeJudge:
             for c in callees:
                 self.base.calls.setdefault((req, op, c), _Share()).absorb(counts.calling.get((req, op, c), 0), weight)
         for op, n in counts.visits.items():
-            self.base.op_errors.setdefault(op, _Rate()).absorb(counts.error_visits.get(op, 0), n, weight)
+            self.base.op_errors.setdefault(op, RateBaseline()).absorb(counts.error_visits.get(op, 0), n, weight)
         for req, n in counts.requests.items():
             ops = set(counts.presence.get(req, {})) | {op for (r, op) in self.base.presence if r == req}
             if any((OPERATION_RATE, op) in affected for op in ops):
@@ -457,7 +375,7 @@ class ShapeJudge:
                 self.base.presence.setdefault((req, op), _Share()).absorb(counts.presence.get(req, {}).get(op, 0), weight)
         for op, values in counts.own.items():
             if (OPERATION_LATENCY, op) not in affected:
-                self.base.latency.setdefault(op, _Dist()).absorb(
+                self.base.latency.setdefault(op, StudentTBaseline()).absorb(
                     _mean_log(values), weight, p.latency_tail_dof, p.latency_prior_scale, p.latency_prior_windows)
         for t in shape.traces:
             if t.duration_ms is not None:
@@ -466,6 +384,6 @@ class ShapeJudge:
                 self._absorb_dist(self.base.request_latency, t.entry, y, weight, self._tail(dist, y, p.min_baseline_visits))
         for callee, n in counts.answered.items():
             if (ERROR_AFTER_CALL, (callee,)) not in affected:
-                self.base.error_after.setdefault(callee, _Rate()).absorb(counts.error_after.get(callee, 0), n, weight)
+                self.base.error_after.setdefault(callee, RateBaseline()).absorb(counts.error_after.get(callee, 0), n, weight)
         self.base.pooled_error_after.absorb(sum(counts.error_after.values()), sum(counts.answered.values()), weight)
         self.base.windows += weight

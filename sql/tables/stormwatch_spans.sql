@@ -7,6 +7,9 @@
 -- their spans out of event-time order by however far they drift apart: late for the next jobs.
 -- A partition no subtask writes (fewer subtasks than partitions) goes idle after the idle timeout
 -- rather than hold every reader's watermark back.
+-- The columns are written out here, not taken from tables/otlp_spans.sql though most are the same:
+-- this is a published record (schemas/stormwatch_spans.schema.json) that the decoder's own columns
+-- (reject_reason, dead_letter_payload, and any it gains) must not change.
 CREATE TEMPORARY TABLE stormwatch_spans (
   `trace_id` STRING,
   `span_id` STRING,

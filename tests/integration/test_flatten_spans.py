@@ -95,6 +95,30 @@ def _check_flattened(rows: list[dict], expected: list[Span]) -> None:
     assert Counter(map(_as_reference, rows)) == Counter(expected)
 
 
+def _flatten_spans(topics: dict[str, str], *run_options: str, bounded: bool = True, config=TEST_CONFIG):
+    """`stormwatch run flatten_spans [run_options] -- ...` over the test's topics, which must succeed."""
+    result = stormwatch(
+        "run", "flatten_spans", *run_options, "--", *(["--bounded"] if bounded else []),
+        "--group-id", f"g-{topics['source']}", *[f"--topic={role}={name}" for role, name in topics.items()],
+        config=config,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def _check_outputs(config, topics: dict[str, str], expected: list[Span],
+                   hostile: list[tuple[bytes, str]]) -> tuple[list[dict], list[dict]]:
+    """The sink holds `expected` and LINKED's span, the dead letters one for each `hostile` message and
+    no more, all as their schemas say; returns (rows, dead letters)."""
+    rows = read_topic(config, topics["sink"], len(expected) + 1)
+    assert_valid("stormwatch_spans", rows)
+    _check_flattened(_take_linked(rows), expected)
+    dead = read_topic(config, topics["dead_letters"], len(hostile))
+    assert_valid("stormwatch_dead_letters", dead)
+    _assert_one_dead_letter_each(dead, [reason for _, reason in hostile])
+    return rows, dead
+
+
 def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, topics):
     expected = spans_of_file(FAULT_FREE) + spans_of_file(EXCEPTION_FAULT)
     good_sibling = _span(spanId="00f067aa0ba902b7", name="valid-neighbour")
@@ -108,11 +132,7 @@ def test_embedded_job_flattens_real_traces_and_dead_letters_the_rest(config, top
     ]
     produce(config, topics["source"], messages)
 
-    result = stormwatch(
-        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
-        *[f"--topic={role}={name}" for role, name in topics.items()],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    _flatten_spans(topics)
 
     rows = read_topic(config, topics["sink"], len(expected) + 2)
     assert_valid("stormwatch_spans", rows)
@@ -153,11 +173,7 @@ def test_a_backlog_comes_out_in_event_time_order_to_within_the_out_of_orderness(
         produce(config, topics["source"], (_second_of_spans(s, partition) for s in range(seconds)), partition)
     job_config = tmp_path / "stormwatch.toml"
     job_config.write_text(f"base = {str(config.path)!r}\n[flink]\nparallelism = {parallelism}\n")
-    result = stormwatch(
-        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
-        *[f"--topic={role}={name}" for role, name in topics.items()], config=job_config,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    _flatten_spans(topics, config=job_config)
 
     client = consumer(config, topics["sink"], consumer_timeout_ms=5000)
     latest: dict[int, int] = {}
@@ -177,12 +193,7 @@ def test_a_backlog_comes_out_in_event_time_order_to_within_the_out_of_orderness(
 
 def test_job_submitted_to_standalone_cluster_streams_from_kafka_to_kafka(config, topics, flink_cluster, tmp_path):
     expected = spans_of_file(FAULT_FREE)
-    result = stormwatch(
-        "run", "flatten_spans", "--cluster", "--", "--group-id", f"g-{topics['source']}",
-        *[f"--topic={role}={name}" for role, name in topics.items()],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    job_id = result.stdout.split()[-1]
+    job_id = _flatten_spans(topics, "--cluster", bounded=False).stdout.split()[-1]
     assert [j["state"] for j in flink_cluster.jobs() if j["jid"] == job_id] == ["RUNNING"]
 
     # Produced after submission: the running streaming job picks the spans up as they arrive.
@@ -246,20 +257,10 @@ def test_otlp_proto_input_gives_the_same_rows_as_otlp_json_and_dead_letters_the_
     produce(config, topics["source"], messages[:5] + [m for m, _ in HOSTILE_PROTO] + [encode_proto(json.loads(LINKED))]
             + messages[5:])
 
-    result = stormwatch(
-        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
-        *[f"--topic={role}={name}" for role, name in topics.items()], config=proto_config,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    _flatten_spans(topics, config=proto_config)
 
-    rows = read_topic(config, topics["sink"], len(expected) + 1)
-    assert_valid("stormwatch_spans", rows)
-    _check_flattened(_take_linked(rows), expected)
+    rows, _ = _check_outputs(config, topics, expected, HOSTILE_PROTO)
     assert sum(r["status_code"] == "STATUS_CODE_ERROR" for r in rows) == 27  # labels.json
-
-    dead = read_topic(config, topics["dead_letters"], len(HOSTILE_PROTO))
-    assert_valid("stormwatch_dead_letters", dead)
-    _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE_PROTO])
 
 
 # With the default encoding, auto: what is neither OTLP JSON nor protobuf, and spans of both that are wrong.
@@ -285,18 +286,8 @@ def test_the_default_encoding_reads_json_and_protobuf_interleaved_on_one_topic(c
     produce(config, topics["source"], messages[:3] + [m for m, _ in HOSTILE_AUTO] + [encode_proto(json.loads(LINKED))]
             + messages[3:])
 
-    result = stormwatch(
-        "run", "flatten_spans", "--", "--bounded", "--group-id", f"g-{topics['source']}",
-        *[f"--topic={role}={name}" for role, name in topics.items()],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    _flatten_spans(topics)
 
-    rows = read_topic(config, topics["sink"], len(expected) + 1)
-    assert_valid("stormwatch_spans", rows)
-    _check_flattened(_take_linked(rows), expected)
-
-    dead = read_topic(config, topics["dead_letters"], len(HOSTILE_AUTO))
-    assert_valid("stormwatch_dead_letters", dead)
-    _assert_one_dead_letter_each(dead, [reason for _, reason in HOSTILE_AUTO])
+    _, dead = _check_outputs(config, topics, expected, HOSTILE_AUTO)
     # Text stays text in a dead letter's payload.
     assert {d["payload"] for d in dead} >= {"this is neither", '{"resourceSpans": ['}
