@@ -30,6 +30,8 @@ from connectors.trace_formats import read_requests
 from stormwatch.config import Config
 
 T = TypeVar("T")
+# (topic, key, value), or (topic, key, value, partition) for a record that names its partition (None: any)
+Record = tuple[str, bytes | None, bytes] | tuple[str, bytes | None, bytes, int | None]
 
 
 def _spans(request: dict) -> Iterator[dict]:
@@ -240,10 +242,11 @@ class Delivery:
             return self.acked
 
 
-def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partition: int | None = None,
+def deliver(client, records: Iterable[Record], partition: int | None = None,
             on_acked: Callable[[int], None] | None = None, total: int | None = None,
             in_flight_bytes: int | None = None) -> int:
-    """Produce (topic, key, value) records with `client` (a KafkaProducer), `on_acked(i)` as the i-th is
+    """Produce (topic, key, value) records, or (topic, key, value, partition) ones that name their own
+    partition, with `client` (a KafkaProducer), `on_acked(i)` as the i-th is
     acknowledged; returns the count once all are, or raises DeliveryError naming how many were not
     (`total`: how many `records` holds, if known) and why. The client retries what is retriable, as its
     settings say (retries, delivery_timeout_ms, enable_idempotence). Unacknowledged bytes stay under
@@ -257,12 +260,12 @@ def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partitio
         in_flight_bytes = settings["max_request_size"] * settings["max_in_flight_requests_per_connection"]
     stall_s = (settings["delivery_timeout_ms"] + settings["request_timeout_ms"]) / 1000
     delivery = Delivery(in_flight_bytes, on_acked)
-    for index, (topic, key, value) in enumerate(records):
+    for index, (topic, key, value, *own) in enumerate(records):
         size = len(value) + len(key or b"")
         if not delivery.admit(size, stall_s):
             break
         try:
-            future = client.send(topic, value, key=key, partition=partition)
+            future = client.send(topic, value, key=key, partition=own[0] if own and own[0] is not None else partition)
         except KafkaError as e:  # no metadata within max_block_ms, a record over max_request_size
             delivery.fail(size, e)
             break
@@ -274,7 +277,7 @@ def deliver(client, records: Iterable[tuple[str, bytes | None, bytes]], partitio
     return delivery.settle(total, stall_s)
 
 
-def send(config: Config, records: Iterable[tuple[str, bytes | None, bytes]], topics: set[str],
+def send(config: Config, records: Iterable[Record], topics: set[str],
          partition: int | None = None, on_acked: Callable[[int], None] | None = None, total: int | None = None) -> int:
     """`deliver` the records to `topics` (to one partition if given: a bounded replay that must keep its
     order) with a producer of the configuration."""

@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from connectors.kafka import consumer
 from connectors.otlp import encode_json, encoder
 from stormwatch import catalog
 from stormwatch.config import Config
@@ -52,6 +53,16 @@ def metrics_topic(config: Config, metrics_format: MetricsFormat) -> str:
     return catalog.topics(config)["otlp_metrics" if metrics_format == "otlp" else "metrics"]
 
 
+def partitions(config: Config, topic: str) -> int:
+    """How many partitions `topic` has on the broker (1 if it does not exist yet: sending then fails
+    naming it)."""
+    client = consumer(config)
+    try:
+        return len(client.partitions_for_topic(topic) or ()) or 1
+    finally:
+        client.close()
+
+
 def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: float | None, seed: int,
              metrics_format: MetricsFormat | None = "native", live: bool = True,
              stop: threading.Event | None = None) -> Sent:
@@ -60,10 +71,10 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
     stop = stop or threading.Event()
     settings = config.section("pipeline", "generator")
     generator = generator_for(config, schedule, seed, time.time_ns(), with_metrics=metrics_format is not None)
-    stream = outputs(generator, rate_per_s, duration_s, int(settings["export_batch_ms"]),
-                     int(settings["max_spans_per_message"]), metrics_format)
     topics = {"spans": catalog.topics(config)["source"],
               "metrics": metrics_topic(config, metrics_format or "native")}
+    stream = outputs(generator, rate_per_s, duration_s, int(settings["export_batch_ms"]),
+                     int(settings["max_spans_per_message"]), metrics_format, partitions(config, topics["spans"]))
     sent = Sent()
     # Spans in the encoding flatten_spans reads; metrics stay JSON (native or otlp_json).
     encode_spans = encoder(config.get("pipeline", "spans", "encoding"))
@@ -76,10 +87,11 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
 
     unacked: dict[int, Output] = {}  # by the record's index, until the broker acknowledged it
 
-    def counted(index: int, output: Output) -> tuple[str, bytes | None, bytes]:
+    def counted(index: int, output: Output) -> tuple[str, bytes | None, bytes, int | None]:
         unacked[index] = output
         key = None if output.key is None else json.dumps(output.key, sort_keys=True, separators=(",", ":")).encode()
-        return topics[output.kind], key, (encode_spans if output.kind == "spans" else encode_json)(output.value)
+        encode = encode_spans if output.kind == "spans" else encode_json
+        return topics[output.kind], key, encode(output.value), output.partition
 
     def on_acked(index: int) -> None:
         output = unacked.pop(index)

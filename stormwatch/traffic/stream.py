@@ -2,6 +2,10 @@
 
 Spans go out as a Collector's batch processor sends them: the spans that ended in one `batch_ms` of
 event time, in ExportTraceServiceRequests of at most `max_spans` spans, sent when that time is over.
+With `partitions` > 1 each batch is split by trace over that many messages, one per partition of the
+source topic, as a fleet of Collectors keeps every partition fed: a reader's watermark is the least of
+its partitions', so a partition left without a message for a few batches (a keyless message goes to a
+random one) would hold every window back by that long.
 Per-instance metrics go out when their interval is over, as native records (one per instance, keyed
 by it) or as one OTLP ExportMetricsServiceRequest per interval. The generator makes traces in start
 order, so a message is only let out once the generator's clock has passed its time: no later trace
@@ -30,14 +34,16 @@ class Output:
     value: dict
     key: dict | None = None
     spans: int = 0  # how many spans a "spans" message holds
+    partition: int | None = None  # the source topic's partition a "spans" message is for; None: any
 
 
 class _Batches:
     """Spans waiting for their batch (a `batch_ns` window of end time) to be over."""
 
-    def __init__(self, batch_ms: int, max_spans: int) -> None:
+    def __init__(self, batch_ms: int, max_spans: int, partitions: int = 1) -> None:
         self.batch_ns = batch_ms * 1_000_000
         self.max_spans = max_spans
+        self.partitions = partitions
         self.heap: list[tuple[int, int, Span]] = []
         self.sequence = count()
 
@@ -55,11 +61,23 @@ class _Batches:
             spans = []
             while self.heap and self.heap[0][0] < window_end:
                 spans.append(heapq.heappop(self.heap)[2])
-            for i in range(0, len(spans), self.max_spans):
-                chunk = spans[i : i + self.max_spans]
-                [request] = to_export_requests(chunk, self.max_spans)
-                out.append(Output("spans", window_end, request, spans=len(chunk)))
+            for partition, part in self._parts(spans):
+                for i in range(0, len(part), self.max_spans):
+                    chunk = part[i : i + self.max_spans]
+                    [request] = to_export_requests(chunk, self.max_spans)
+                    out.append(Output("spans", window_end, request, spans=len(chunk), partition=partition))
         return out
+
+    def _parts(self, spans: list[Span]) -> list[tuple[int | None, list[Span]]]:
+        """The batch's spans by partition: traces dealt in turn in the order they first appear, so each
+        partition has one as long as the batch has that many traces."""
+        if self.partitions == 1:
+            return [(None, spans)]
+        parts: list[list[Span]] = [[] for _ in range(self.partitions)]
+        dealt: dict[str, int] = {}
+        for span in spans:
+            parts[dealt.setdefault(span.trace_id, len(dealt) % self.partitions)].append(span)
+        return [(p, part) for p, part in enumerate(parts) if part]
 
 
 def _metrics_outputs(intervals: list[InstanceInterval], metrics_format: MetricsFormat) -> list[Output]:
@@ -70,10 +88,11 @@ def _metrics_outputs(intervals: list[InstanceInterval], metrics_format: MetricsF
 
 
 def outputs(generator: TraceGenerator, rate_per_s: float, duration_s: float | None, batch_ms: int, max_spans: int,
-            metrics_format: MetricsFormat | None = None) -> Iterator[Output]:
+            metrics_format: MetricsFormat | None = None, partitions: int = 1) -> Iterator[Output]:
     """Everything `generator.generate(rate_per_s, duration_s)` sends, ordered by the time it is sent;
-    metrics too if `metrics_format` is given (the generator must have been made with metrics settings)."""
-    batches = _Batches(batch_ms, max_spans)
+    metrics too if `metrics_format` is given (the generator must have been made with metrics settings);
+    each batch of spans over `partitions` messages (see the module's doc)."""
+    batches = _Batches(batch_ms, max_spans, partitions)
 
     def ready(until: int | None) -> list[Output]:
         out = batches.closed(until)

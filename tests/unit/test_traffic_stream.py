@@ -195,3 +195,23 @@ def test_the_same_seed_gives_identical_outputs_another_seed_others(native):
 
 def test_without_a_metrics_format_only_spans_are_sent(native):
     assert _run(None) == [o for o in native if o.kind == "spans"]
+
+
+def test_each_batch_is_spread_over_the_partitions_by_trace(generated_spans):
+    """Every partition has a message of each batch that holds that many traces; a trace's spans of one
+    batch travel together; nothing is lost or sent twice."""
+    out = [o for o in outputs(_generator(), RATE, DURATION_S, BATCH_MS, MAX_SPANS, None, partitions=3)]
+    by_batch: dict[int, list] = defaultdict(list)
+    for o, spans in _span_messages(out):
+        by_batch[o.time_unix_nano].append((o.partition, spans))
+    for batch in by_batch.values():
+        traces = {s.trace_id for _, spans in batch for s in spans}
+        assert {p for p, _ in batch} == set(range(min(3, len(traces))))
+        placed = defaultdict(set)
+        for partition, spans in batch:
+            for s in spans:
+                placed[s.trace_id].add(partition)
+        assert all(len(p) == 1 for p in placed.values())
+    assert Counter((s.trace_id, s.span_id) for _, spans in _span_messages(out) for s in spans) == Counter(
+        (s.trace_id, s.span_id) for s in generated_spans)
+    assert all(o.partition is None for o in _run(None))

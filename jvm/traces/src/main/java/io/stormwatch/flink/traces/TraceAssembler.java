@@ -150,7 +150,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             } else {
                 afterAssembly.inc();
                 dead(SpanRecord.decode(encoded.bytes), "span of a trace already assembled: it came after the trace had been quiet for "
-                        + quietMs / 1000.0 + " s (trace_quiet_seconds); raise it if traces pause that long");
+                        + quietMs / 1000.0 + " s since its root (trace_quiet_seconds) or " + rootWaitMs / 1000.0
+                        + " s without one (trace_root_wait_seconds); raise them if traces pause that long");
             }
             return;
         }
