@@ -17,13 +17,14 @@ from stormwatch.replay import collector_batches, produce
 from stormwatch.traffic.faults import FaultWindow, Params
 from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
 from stormwatch.traffic.otlp import to_export_requests
-from tests.conftest import read_topic, run_bounded, sql_client, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, read_topic, run_bounded, sql_client, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances", "metrics",
-         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics")
+# The span path's topics too (its suspects among them): none of its output may land in a default topic.
+ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
+         "otlp_metrics")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 SLIDE_MS = POLICY.health.window_slide_seconds * 1000
 FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200

@@ -19,14 +19,14 @@ from stormwatch.traffic.faults import LoadShape
 from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
 from stormwatch.traffic.otlp import to_export_requests
 from stormwatch.traffic.topology import Instance, Service, Topology
-from tests.conftest import read_topic, run_bounded, sql_client
+from tests.conftest import SPAN_PATH_ROLES, read_topic, run_bounded, sql_client
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("source", "sink", "dead_letters", "edges", "service_windows", "error_breaks", "latency_stages", "span_instances", "metrics",
-         "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy", "otlp_metrics", "pareto_fronts",
-         "scaling_decisions")
+# The span path's topics too (its suspects among them): none of its output may land in a default topic.
+ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
+         "otlp_metrics", "pareto_fronts", "scaling_decisions")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 END_S = 600
 # embedder: two instances sized for 10 traces/s at utilisation 0.8 (headroom 1.25), run at 1.6 times
