@@ -265,6 +265,19 @@ def main(argv: list[str]) -> None:
     results_file.write(args.out, lines)
 
 
+def dead_letter_examples(letters: list[tuple[int, dict]], per_reason: int = 3) -> list[str]:
+    """The first few dead letters of each reason, their payloads cut short: what a reader needs to tell
+    a lost span from a hostile probe."""
+    shown: dict[str, int] = Counter()
+    lines = []
+    for _, v in letters:
+        reason = str(v.get("reason", "?"))
+        if shown[reason.split(":")[0]] < per_reason:
+            shown[reason.split(":")[0]] += 1
+            lines.append(f"- {reason[:160]}: `{str(v.get('payload', ''))[:300]}`")
+    return ["", "Examples:", "", *lines] if lines else []
+
+
 def report(config, command, args, schedule, t0_ms, end_ms, sent, collector: Collector, samples, read) -> list[str]:
     ooo_ms = int(config.get("pipeline", "spans", "watermark_out_of_orderness_seconds")) * 1000
     quiet_ms = round(float(config.get("pipeline", "topology", "trace_quiet_seconds")) * 1000)
@@ -340,7 +353,7 @@ def report(config, command, args, schedule, t0_ms, end_ms, sent, collector: Coll
               + ("**all read**." if committed == on_topic else "**not all read** (the figures above miss some input).")]
     dead = Counter(str(v.get("reason", "?")).split(":")[0] for _, v in collector.of("dead_letters"))
     lines += ["", "Dead letters by reason: " + (", ".join(f"{r} {n}" for r, n in dead.most_common()) or "none") + ".",
-              "", *memory_section(samples)]
+              *dead_letter_examples(collector.of("dead_letters")), "", *memory_section(samples)]
     return lines
 
 
