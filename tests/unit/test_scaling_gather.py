@@ -1,0 +1,76 @@
+"""The scaling job's per-service operator (jobs/scaling.py GatherWindows), called as Flink calls it: the
+instance rows and breaker decisions of a service in, each closed window out with its breaker as of its end."""
+
+import json
+
+from pyflink.common import Row
+
+from jobs.scaling import BREAKER, GatherWindows
+
+START = 1_767_225_600_000
+
+
+class _State:
+    def __init__(self):
+        self._value = None
+
+    def value(self):
+        return self._value
+
+    def update(self, value):
+        self._value = value
+
+
+class _MapState(dict):
+    def put(self, key, value):
+        self[key] = value
+
+    def remove(self, key):
+        del self[key]
+
+
+class _RuntimeContext:
+    def get_state(self, descriptor):
+        return _State()
+
+    def get_map_state(self, descriptor):
+        return _MapState()
+
+
+class _Ctx:
+    def __init__(self):
+        self.timers = set()
+
+    def timer_service(self):
+        return self
+
+    def register_event_time_timer(self, t):
+        self.timers.add(t)
+
+
+def _instance(end: int) -> Row:
+    return Row(entity_key="svc", payload=json.dumps({"service": "svc", "instance": "svc-0", "window_start_ms": end - 30_000,
+                                                     "window_end_ms": end, "calls": 100, "errors": 0}))
+
+
+def _breaker(end: int, state: str) -> Row:
+    return Row(entity_key="svc", payload=json.dumps({BREAKER: {"decision_id": f"{end:032x}", "state": state,
+                                                               "window_end_ms": end, "enforced": True}}))
+
+
+def test_each_window_leaves_with_the_breaker_as_of_its_end():
+    gather, ctx = GatherWindows(), _Ctx()
+    gather.open(_RuntimeContext())
+    ends = [START + k * 10_000 for k in range(4)]
+    for row in [_instance(ends[0]), _breaker(ends[1], "OPEN"), _instance(ends[1]), _instance(ends[2]),
+                _breaker(ends[3], "CLOSED"), _instance(ends[3])]:
+        assert list(gather.process_element(row, ctx)) == []
+    assert ctx.timers == set(ends)                  # breaker decisions set no timer: they close no window
+    out = [json.loads(r.payload) for r in gather.on_timer(ends[2], ctx)]
+    assert [(o["window_end_ms"], o["breaker"] and o["breaker"]["state"]) for o in out] == [
+        (ends[0], None), (ends[1], "OPEN"), (ends[2], "OPEN")]
+    assert out[1]["breaker"]["decision_id"] == f"{ends[1]:032x}" and out[1]["instances"][0]["instance"] == "svc-0"
+    # What the windows left need: the newest decision at or before the watermark, and those after it.
+    assert [t for t, _ in gather.breakers.value()] == [ends[1], ends[3]]
+    (last,) = [json.loads(r.payload) for r in gather.on_timer(ends[3], ctx)]
+    assert last["breaker"]["state"] == "CLOSED"
