@@ -2,8 +2,8 @@
 
 Reads the instance rows of stormwatch_instance_windows and the service breakers' decisions of
 stormwatch_breaker_decisions (both the health job's output), keyed by service into one operator. A
-service's window is complete once the watermark of both passes its end: its instances are gathered until
-then, and the whole window, with the service's breaker as of its end (stormwatch/coordination.py), is
+service's window is complete once the watermark of both reaches its last millisecond (jobs/streams.py
+WindowBuffer): its instances are gathered until then, and the whole window, with the service's breaker as of its end (stormwatch/coordination.py), is
 one observation of the service, handed with the policy to stormwatch/scaling_control.py (its Pareto
 front and scaling decision, coordinated with the breaker).
 """
