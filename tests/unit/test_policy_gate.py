@@ -12,31 +12,16 @@ from jobs.decision_stream import PolicyGate
 from jobs.streams import DEAD_LETTERS
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load
+from tests.unit.flink_fakes import RuntimeContext
 
 PATH = PROJECT_ROOT / "config" / "policy.toml"
 DOC = tomllib.loads(PATH.read_text())
 TOPIC = "stormwatch_policy"
 
 
-class _State:
-    def __init__(self):
-        self._value = None
-
-    def value(self):
-        return self._value
-
-    def update(self, value):
-        self._value = value
-
-
-class _RuntimeContext:
-    def get_state(self, descriptor):
-        return _State()
-
-
 def _gate() -> PolicyGate:
     gate = PolicyGate("scaling", load(PATH), TOPIC)
-    gate.open(_RuntimeContext())
+    gate.open(RuntimeContext())
     return gate
 
 

@@ -6,46 +6,9 @@ import json
 from pyflink.common import Row
 
 from jobs.scaling import BREAKER, GatherWindows
+from tests.unit.flink_fakes import Context, RuntimeContext
 
 START = 1_767_225_600_000
-
-
-class _State:
-    def __init__(self):
-        self._value = None
-
-    def value(self):
-        return self._value
-
-    def update(self, value):
-        self._value = value
-
-
-class _MapState(dict):
-    def put(self, key, value):
-        self[key] = value
-
-    def remove(self, key):
-        del self[key]
-
-
-class _RuntimeContext:
-    def get_state(self, descriptor):
-        return _State()
-
-    def get_map_state(self, descriptor):
-        return _MapState()
-
-
-class _Ctx:
-    def __init__(self):
-        self.timers = set()
-
-    def timer_service(self):
-        return self
-
-    def register_event_time_timer(self, t):
-        self.timers.add(t)
 
 
 def _instance(end: int) -> Row:
@@ -59,8 +22,8 @@ def _breaker(end: int, state: str) -> Row:
 
 
 def test_each_window_leaves_with_the_breaker_as_of_its_end():
-    gather, ctx = GatherWindows(), _Ctx()
-    gather.open(_RuntimeContext())
+    gather, ctx = GatherWindows(), Context()
+    gather.open(RuntimeContext())
     ends = [START + k * 10_000 for k in range(4)]
     for row in [_instance(ends[0]), _breaker(ends[1], "OPEN"), _instance(ends[1]), _instance(ends[2]),
                 _breaker(ends[3], "CLOSED"), _instance(ends[3])]:
