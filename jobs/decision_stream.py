@@ -9,6 +9,7 @@ once per record; its state is one pickled value per entity in Flink state, check
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 from pyflink.common import Row, Time, Types
@@ -22,9 +23,10 @@ from jobs.streams import DEAD_LETTERS
 from stormwatch import catalog
 from stormwatch.config import Config
 from stormwatch.decisions import encode
-from stormwatch.policy import Policy, apply_update, default_file, load
+from stormwatch.policy import Policy, apply_update, default_file, load, warning_reason, warnings
 from stormwatch.sqlfiles import load_statements
 
+LOG = logging.getLogger(__name__)
 # Rows this module makes are built with field names: the next operator in a chain gets the Row object
 # itself, not one read back with the names of its type, and reads it by name.
 OBSERVATION = Types.ROW_NAMED(["entity_key", "payload"], [Types.STRING(), Types.STRING()])
@@ -41,7 +43,9 @@ Step = Callable[[object, dict, Policy], tuple[object, list[tuple[str, str, str]]
 class PolicyGate(KeyedProcessFunction):
     """Keyed by policy name: the one place a policy record is judged. An accepted document goes on to
     every parallel instance of the decisions as broadcast state; a rejected one goes to the dead
-    letters once, with the reason, and the policy in force stays."""
+    letters once, with the reason, and the policy in force stays. An accepted one with risks
+    (stormwatch/policy.py warnings) applies, and its warnings are logged and go to the dead letters
+    once, as one record whose reason begins `policy accepted with warnings`."""
 
     def __init__(self, job: str, default: Policy, policy_topic: str):
         self.job = job
@@ -54,10 +58,17 @@ class PolicyGate(KeyedProcessFunction):
     def process_element(self, value, ctx):
         document = self.accepted.value()
         current = self.default if document is None else apply_update(self.default, document)[0]
-        _, error = apply_update(current, value.document)
+        new, error = apply_update(current, value.document)
         if error is None:
             self.accepted.update(value.document)
             yield value
+            risks = warnings(new)
+            if risks:
+                reason = warning_reason(risks)
+                LOG.warning("%s: policy %r version %r from %s[%s]@%s: %s", self.job, new.name, new.version,
+                            self.policy_topic, value.kafka_partition, value.kafka_offset, reason)
+                yield DEAD_LETTERS, Row(self.policy_topic, value.kafka_partition, value.kafka_offset, reason,
+                                        value.document, self.job)
         else:
             yield DEAD_LETTERS, Row(self.policy_topic, value.kafka_partition, value.kafka_offset,
                                     f"policy rejected, the previous one stays in force: {error}",
@@ -117,6 +128,8 @@ def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[
     # The policy topic is compacted state: always read whole.
     read_with["policy"] = {**read_with["policy"], "scan.startup.mode": "earliest-offset"}
     default = load(default_file(config))
+    for line in warnings(default):
+        LOG.warning("%s: default policy %s: %s", job, default_file(config), line)
     return names, group, default, catalog.variables(config, names, source_options(args, group), read_with=read_with)
 
 

@@ -179,15 +179,18 @@ def cmd_sql(args) -> None:
 
 def cmd_policy(args) -> None:
     """Validate a policy file and publish it to the policy topic, keyed by its name, as the decision
-    jobs read it: the next window of every job is decided under it."""
+    jobs read it: the next window of every job is decided under it. Its warnings (risky but valid
+    settings) are printed to stderr; it is published all the same, as the jobs accept it."""
     from stormwatch import catalog
-    from stormwatch.policy import default_file
+    from stormwatch.policy import default_file, warnings
     from stormwatch.policy import load as load_policy
     from stormwatch.replay import send
 
     config = load(args.config)
     path = Path(args.file) if args.file else default_file(config)
     policy = load_policy(path)
+    for line in warnings(policy):
+        print(f"warning: {path}: {line}", file=sys.stderr)
     topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
     send(config, [(topic, policy.name.encode(), json.dumps(policy.raw, sort_keys=True).encode())], {topic}, total=1)
     print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}")

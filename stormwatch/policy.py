@@ -13,7 +13,7 @@ from typing import Any
 from stormwatch.breaker import BreakerPolicy
 from stormwatch.health import HealthPolicy
 from stormwatch.pareto import FrontPolicy
-from stormwatch.retry_gate import RetryPolicy
+from stormwatch.retry_gate import RetryPolicy, backoff_warnings
 from stormwatch.scaling import ScalingPolicy
 
 # Windows are set up when the job starts; a running job cannot re-window its aggregates.
@@ -54,6 +54,18 @@ def from_document(doc: Any) -> Policy:
         except ValueError as e:
             raise PolicyError(str(e)) from e
     return Policy(doc["name"], doc["version"], raw=doc, **sections)
+
+
+def warnings(policy: Policy) -> list[str]:
+    """Risks of a valid policy, one line each naming the key: accepted, but logged and, for a document on
+    the policy topic, sent to the dead letters (jobs/decision_stream.py). So far backoff parameter
+    sensitivity (stormwatch/retry_gate.py backoff_warnings)."""
+    return backoff_warnings(policy.retry)
+
+
+def warning_reason(lines: list[str]) -> str:
+    """The dead letter's reason of a policy accepted with these warnings."""
+    return "policy accepted with warnings (backoff parameter sensitivity): " + "; ".join(lines)
 
 
 def default_file(config) -> Path:

@@ -20,6 +20,12 @@ from stormwatch.validation import positive_number, section_of, share
 
 JITTERS = ("none", "full", "decorrelated")
 
+# Backoff parameter sensitivity (the seed's table): retry settings a policy may have, which are accepted,
+# but with a warning naming the risk (backoff_warnings). Constants of the check, not policy keys: they are
+# the table's, and a policy able to move them could silence the check on itself.
+MIN_BASE_DELAY_MS = 50
+MAX_RETRIES = 8
+
 
 @dataclass(frozen=True)
 class RetryTier:
@@ -68,6 +74,28 @@ class RetryPolicy:
 
     def tier_of(self, score: float) -> int:
         return next(i for i, t in enumerate(self.tiers) if score >= t.min_score)
+
+
+def backoff_warnings(policy: RetryPolicy) -> list[str]:
+    """What in a valid retry policy makes retry storms likely (backoff parameter sensitivity), one line
+    per risk naming the key: a tier that retries with a base delay under MIN_BASE_DELAY_MS or with more
+    than MAX_RETRIES retries, or no jitter while some tier retries. A tier allowing no retry risks nothing."""
+    out = []
+    for i, t in enumerate(policy.tiers):
+        if t.max_retries == 0:
+            continue
+        where = f"retry.tiers[{i}]"
+        if t.base_delay_ms < MIN_BASE_DELAY_MS:
+            out.append(f"{where}.base_delay_ms = {t.base_delay_ms:g} is under {MIN_BASE_DELAY_MS} ms: retries come "
+                       f"back before a struggling callee can recover and pile onto it (retry storm)")
+        if t.max_retries > MAX_RETRIES:
+            out.append(f"{where}.max_retries = {t.max_retries} is more than {MAX_RETRIES}: one failing call may "
+                       f"become {t.max_retries + 1} on the callee, multiplied again at every retrying caller "
+                       f"above it (retry amplification)")
+    if policy.jitter == "none" and any(t.max_retries > 0 for t in policy.tiers):
+        out.append("retry.jitter = none: callers that failed together retry together, in synchronized waves "
+                   "(thundering herd)")
+    return out
 
 
 @dataclass(frozen=True)

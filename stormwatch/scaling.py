@@ -35,6 +35,12 @@ Replicas: the formula, the hold value and the rate limits use the count this mod
 windows (current_replicas) lag a recommendation by the start and warm-up of new instances, and holding
 at the observed count would undo a scale-out still under way; they are reported, not used.
 
+Coordination (stormwatch/coordination.py), last: a scale-out while the service's breaker lets no call
+through is held, BREAKER_OPEN, unless the window is saturated with an error rate at most
+saturation_max_error_rate; a scale-in while the breaker is not CLOSED is held, BREAKER_RECOVERING. A held
+change is no change: the count, the rate limits' events and the scale-out's effect on stabilization
+stay as they were (the window's recommendation is still kept, as any other).
+
 A window ending at or before the last one seen (a late duplicate) changes nothing and publishes
 nothing. A body is returned only when desired replicas, action or reason code differ from the last
 body returned.
@@ -47,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stormwatch.coordination import coordinate
 from stormwatch.validation import positive_number, section_of, share
 from stormwatch.pareto import Front, InstancePoint
 
@@ -57,7 +64,9 @@ AT_MAX_REPLICAS, AT_MIN_REPLICAS = "AT_MAX_REPLICAS", "AT_MIN_REPLICAS"
 SCALE_OUT, SCALE_IN, HOLD = "scale_out", "scale_in", "hold"
 
 KEYS = ("slo_ms", "slack_ratio", "tolerance", "scale_up_stabilization_seconds", "scale_down_stabilization_seconds",
-        "scale_up_limit", "scale_down_limit", "min_replicas", "max_replicas")
+        "scale_up_limit", "scale_down_limit", "min_replicas", "max_replicas", "saturation_max_error_rate")
+# Keys added after policy files were written, with the value a file without them gets (so it still loads).
+DEFAULTS = {"saturation_max_error_rate": 0.05}
 # Digits kept before rounding replica counts up or down, so float noise (10 × 1.1 = 11.000000000000002)
 # does not add or remove a replica.
 DIGITS = 9
@@ -87,10 +96,13 @@ class ScalingPolicy:
     scale_down_limit: RateLimit
     min_replicas: int
     max_replicas: int
+    # Coordination: a scale-out goes ahead while the breaker is open only when the window is saturated
+    # with at most this error rate (stormwatch/coordination.py).
+    saturation_max_error_rate: float = DEFAULTS["saturation_max_error_rate"]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScalingPolicy:
-        d = section_of(d, "scaling", KEYS)
+        d = section_of({**DEFAULTS, **d} if isinstance(d, Mapping) else d, "scaling", KEYS)
         slo = d["slo_ms"]
         if not isinstance(slo, Mapping) or "default" not in slo:
             raise ValueError("scaling.slo_ms: expected a table of service -> SLO (ms) with a `default`")
@@ -106,7 +118,8 @@ class ScalingPolicy:
                    float(positive_number(d, "scale_up_stabilization_seconds", "scaling", allow_zero=True)),
                    float(positive_number(d, "scale_down_stabilization_seconds", "scaling", allow_zero=True)),
                    RateLimit.from_dict(d["scale_up_limit"], "scaling.scale_up_limit"),
-                   RateLimit.from_dict(d["scale_down_limit"], "scaling.scale_down_limit"), minimum, maximum)
+                   RateLimit.from_dict(d["scale_down_limit"], "scaling.scale_down_limit"), minimum, maximum,
+                   share(d, "saturation_max_error_rate", "scaling"))
 
     def slo_for(self, service: str) -> float:
         return self.slo_ms.get(service, self.slo_ms["default"])
@@ -182,9 +195,12 @@ def _rate_limit(events: tuple[tuple[int, int], ...], now: int, replicas: int, up
             "period_start_replicas": start, "limit": bound}
 
 
-def step(state: ScalingState | None, front: Front, current_replicas: int,
-         policy: ScalingPolicy) -> tuple[ScalingState, dict[str, Any] | None]:
-    """The service's recommendation after this window: (new state, body when it changed, else None)."""
+def step(state: ScalingState | None, front: Front, current_replicas: int, policy: ScalingPolicy,
+         breaker: Mapping[str, Any] | None = None,
+         error_rate: float | None = None) -> tuple[ScalingState, dict[str, Any] | None]:
+    """The service's recommendation after this window: (new state, body when it changed, else None).
+    `breaker`: the service's breaker decision as of the window's end (stormwatch/coordination.py), None
+    when it has none (CLOSED); `error_rate`: the service's in the window, None without calls."""
     now = front.window_end_ms
     if state is not None and now <= state.last_window_end_ms:
         return state, None
@@ -212,6 +228,13 @@ def step(state: ScalingState | None, front: Front, current_replicas: int,
         if desired < allowed:
             desired, reason = allowed, RATE_LIMITED if rate_limit["limit"] > policy.min_replicas else AT_MIN_REPLICAS
 
+    hold, coordination = coordinate(desired - replicas, signal == SATURATED_SCALE_OUT, breaker, error_rate,
+                                    policy.saturation_max_error_rate)
+    coordination["held"] = None
+    if hold is not None:
+        coordination["held"] = {"reason_code": hold, "decision_id": breaker["decision_id"],
+                                "action": SCALE_OUT if desired > replicas else SCALE_IN, "desired_replicas": desired}
+        desired, reason = replicas, hold
     action = SCALE_OUT if desired > replicas else SCALE_IN if desired < replicas else HOLD
     keep_ms = 1000 * max(policy.scale_up_stabilization_seconds, policy.scale_down_stabilization_seconds)
     period_ms = 1000 * max(policy.scale_up_limit.period_seconds, policy.scale_down_limit.period_seconds)
@@ -238,4 +261,5 @@ def step(state: ScalingState | None, front: Front, current_replicas: int,
         "stabilization": stabilization,
         "rate_limit": rate_limit,
         "front": {"max_qps": _point(front.max_qps), "min_latency": _point(front.min_latency)},
+        "coordination": coordination,
     }

@@ -8,11 +8,14 @@ decision type): an instance's first window starts its warm-up (stormwatch/pareto
 decision type numbers its records per service from 1.
 
 An observation is a service window as jobs/scaling.py gathers it: `service`, `window_start_ms`,
-`window_end_ms` and `instances`, the instance rows of stormwatch_instance_windows of that window.
+`window_end_ms` and `instances`, the instance rows of stormwatch_instance_windows of that window, and
+`breaker`: the service's breaker decision as of the window's end (stormwatch/coordination.py's
+breaker_of), absent or None when it has none. The scaling decision is coordinated with it.
 """
 
 from __future__ import annotations
 
+from stormwatch.coordination import error_rate
 from stormwatch.decisions import envelope
 from stormwatch.observations import instance_points
 from stormwatch.pareto import front
@@ -33,7 +36,8 @@ def observe(state: State | None, observation: dict, policy: Policy) -> tuple[Sta
         first_seen.setdefault(row["instance"], int(row["window_start_ms"]))
     points = instance_points(observation["instances"], (end - start) / 1000, policy.pareto.latency_quantile, first_seen)
     current = front(service, start, end, points, policy.pareto)
-    scaler, body = scale(scaler, current, len(points), policy.scaling)
+    scaler, body = scale(scaler, current, len(points), policy.scaling, observation.get("breaker"),
+                         error_rate(observation["instances"]))
     entity = {"kind": "service", "key": f"service:{service}", "service": service}
     out = []
     for decision_type, payload in ((PARETO_FRONT, current.to_dict()), (SCALING, body)):

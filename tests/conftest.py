@@ -126,10 +126,11 @@ def sql_client(names: dict[str, str], folder: Path, statements: str) -> subproce
     return stormwatch("sql", *[f"--topic={role}={name}" for role, name in names.items()], "--file", str(query))
 
 
-def run_bounded(names: dict[str, str], jobs: list[str]) -> None:
+def run_bounded(names: dict[str, str], jobs: list[str], config: Path = TEST_CONFIG) -> None:
     """Run `jobs` one after another as bounded replays over the topics `names` ({role: name}), each
-    with its own consumer group, as a chain would run live."""
+    with its own consumer group, as a chain would run live; `config`: another configuration file."""
     args = ["--bounded", *[f"--topic={role}={name}" for role, name in names.items()]]
     for job in jobs:
-        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=900)
+        result = stormwatch("run", job, "--", "--group-id", f"{job}-{names['source']}", *args, timeout=900,
+                            config=config)
         assert result.returncode == 0, result.stderr[-3000:]

@@ -2,7 +2,8 @@
 through spans -> health -> scaling. llm-inference answers in seconds (per-token
 decode) against the policy's 1000 ms SLO: saturated; retrieval answers in milliseconds: slack. Merged into
 the same run, a second generator drives one more service, embedder, over its capacity and then drops
-its load: saturated, then slack."""
+its load: saturated, then slack. A third, reranker, is slow and fails most of its calls throughout: its
+breaker opens, and its scale-outs are held (issue 21: a failing service is not short of replicas)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from connectors.otlp import encode_json
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import produce
-from stormwatch.traffic.faults import LoadShape
+from stormwatch.traffic.faults import LoadShape, Params
 from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
 from stormwatch.traffic.otlp import to_export_requests
 from stormwatch.traffic.topology import Instance, Service, Topology
-from tests.conftest import SPAN_PATH_ROLES, read_topic, run_bounded, sql_client
+from tests.conftest import SPAN_PATH_ROLES, TEST_CONFIG, read_topic, run_bounded, sql_client
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -37,6 +38,11 @@ EMBEDDER = Topology(root="embedder", services=(
     Service("embedder", "POST /v1/embed", "http", base_ms=20.0,
             instances=(Instance(1.25, workers=16), Instance(1.25, workers=16))),))
 FALLING_LOAD = LoadShape(((LOAD_DROP_S, 1.6), (LOAD_DROP_S, 0.4)))
+# reranker: answers in about 1.5 s (above the 1000 ms SLO: the front says scale out) and fails 70 % of
+# its calls (above the breaker's failure_rate_threshold, far above saturation_max_error_rate).
+RERANKER = Topology(root="reranker", services=(
+    Service("reranker", "POST /v1/rerank", "http", base_ms=1500.0, instances=(Instance(4.0), Instance(4.0))),))
+FAILING = Params(error_rate=0.0, service_error_rates={"reranker": 0.7})
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +53,43 @@ def decided(config, kafka, flink_cluster):
     chain = (s for t in TraceGenerator(seed=5).generate(5.0, END_S) for s in t)
     # Its own generator (and random stream), so the chain's traffic is the same with or without it.
     falling = TraceGenerator(seed=6, topology=EMBEDDER, load=FALLING_LOAD, nominal_rate_per_s=10.0)
-    spans = sorted([*chain, *(s for t in falling.generate(10.0, END_S) for s in t)], key=lambda s: s.end_unix_nano)
+    failing = TraceGenerator(seed=7, topology=RERANKER, params=FAILING, nominal_rate_per_s=5.0)
+    spans = sorted([*chain, *(s for t in falling.generate(10.0, END_S) for s in t),
+                    *(s for t in failing.generate(5.0, END_S) for s in t)], key=lambda s: s.end_unix_nano)
     produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_bounded(names, ["spans", "health", "scaling"])
-    return {"names": names,
-            **{role: read_topic(config, names[role], 1, timeout=60) for role in ("pareto_fronts", "scaling_decisions")}}
+    return {"names": names, **_decisions(config, names)}
+
+
+def _decisions(config, names: dict[str, str]) -> dict[str, list[dict]]:
+    return {role: read_topic(config, names[role], 1, timeout=60)
+            for role in ("pareto_fronts", "scaling_decisions", "breaker_decisions")}
+
+
+# Topics the health and scaling jobs write (and the policy they read): fresh ones for a second run of
+# both over the span path's outputs of `decided`.
+DECISION_ROLES = ("dead_letters", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
+                  "pareto_fronts", "scaling_decisions")
+FORCED = "llm-inference"
+
+
+@pytest.fixture(scope="module")
+def forced(config, decided, tmp_path_factory):
+    """health and scaling once more over the same span path outputs, under a policy file that forces
+    llm-inference's breaker open from its first window (breaker.overrides FORCED_OPEN): saturated with
+    almost no errors, it must scale out as it did with its breaker closed."""
+    folder = tmp_path_factory.mktemp("forced")
+    policy = folder / "policy.toml"
+    text = (PROJECT_ROOT / "config" / "policy.toml").read_text()
+    policy.write_text(text.replace("\noverrides = {}\n", f'\noverrides = {{ "service:{FORCED}" = "FORCED_OPEN" }}\n'))
+    assert load_policy(policy).breaker.overrides == {f"service:{FORCED}": "FORCED_OPEN"}
+    run_config = folder / "stormwatch.toml"
+    run_config.write_text(f"base = {str(TEST_CONFIG)!r}\n[pipeline.policy]\nfile = {str(policy)!r}\n")
+    suffix = uuid.uuid4().hex[:8]
+    names = {**decided["names"], **{role: f"test_forced_{role}_{suffix}" for role in DECISION_ROLES}}
+    create_topics(config, {names[role]: {"partitions": 2} for role in DECISION_ROLES})
+    run_bounded(names, ["health", "scaling"], config=run_config)
+    return _decisions(config, names)
 
 
 def _of(records: list[dict], service: str) -> list[dict]:
@@ -153,3 +191,67 @@ def test_current_scaling_answers_through_the_sql_client(decided, tmp_path):
     assert [row[:4] for row in rows] == [["llm-inference", newest["action"], newest["reason_code"],
                                           str(newest["desired_replicas"])]], answer.stdout[-3000:]
     assert answer.stdout.count("1 row in set") == 1, answer.stdout[-3000:]
+
+
+def test_each_scaling_decision_names_the_breaker_decision_as_of_its_window(decided):
+    breakers = [b for b in decided["breaker_decisions"] if b["entity"]["kind"] == "service"]
+    assert breakers
+    by_id = {b["decision_id"]: b for b in breakers}
+    for d in decided["scaling_decisions"]:
+        before = [b for b in breakers if b["entity"]["key"] == d["entity"]["key"] and b["window_end_ms"] <= d["window_end_ms"]]
+        taken = d["coordination"]["decisions"]
+        if not before:
+            assert taken == [], d
+            continue
+        newest = max(before, key=lambda b: b["window_end_ms"])
+        assert [t["decision_id"] for t in taken] == [newest["decision_id"]], (d["window_end_ms"], taken)
+        assert taken[0]["state"] == by_id[taken[0]["decision_id"]]["state"]
+
+
+def _breakers(records: list[dict], service: str) -> list[dict]:
+    return _of([b for b in records if b["entity"]["kind"] == "service"], service)
+
+
+def test_no_scale_out_while_the_breaker_of_a_failing_service_is_open(decided):
+    breakers = _breakers(decided["breaker_decisions"], "reranker")
+    assert "OPEN" in {b["state"] for b in breakers}, [(b["window_end_ms"], b["state"]) for b in breakers]
+    states = {b["decision_id"]: b["state"] for b in breakers}
+    decisions = _of(decided["scaling_decisions"], "reranker")
+    actions = [(d["window_end_ms"], d["action"], d["reason_code"], d["recommendation"]["reason_code"]) for d in decisions]
+    held = [d for d in decisions if d["reason_code"] == "BREAKER_OPEN"]
+    assert held, actions
+    for d in held:
+        # The front asked for more replicas; 70 % errors is no saturation without errors; the hold names
+        # the breaker decision it took into account, one that lets no call through.
+        assert d["recommendation"]["reason_code"] == "SATURATED_SCALE_OUT", actions
+        assert d["action"] == "hold" and d["desired_replicas"] == d["previous_desired_replicas"], actions
+        assert d["coordination"]["held"]["action"] == "scale_out"
+        assert d["coordination"]["held"]["desired_replicas"] > d["desired_replicas"]
+        saturation = d["coordination"]["saturation"]
+        assert saturation["without_errors"] is False
+        assert saturation["error_rate"] > saturation["max_error_rate"] == POLICY.scaling.saturation_max_error_rate
+        cause = d["coordination"]["held"]["decision_id"]
+        assert [t["decision_id"] for t in d["coordination"]["decisions"]] == [cause]
+        assert states[cause] in ("OPEN", "HALF_OPEN", "FORCED_OPEN")
+    # The breaker never closes while the service fails: from its first opening on, no scale-out at all.
+    opened = min(b["window_end_ms"] for b in breakers if b["state"] == "OPEN")
+    assert not [d for d in decisions if d["action"] == "scale_out" and d["window_end_ms"] >= opened], actions
+
+
+def test_saturation_without_errors_scales_out_through_an_open_breaker(decided, forced):
+    breakers = _breakers(forced["breaker_decisions"], FORCED)
+    assert breakers and {b["state"] for b in breakers} == {"FORCED_OPEN"}, [(b["window_end_ms"], b["state"]) for b in breakers]
+    assert_valid("stormwatch_scaling_decisions", forced["scaling_decisions"])
+    decisions = _of(forced["scaling_decisions"], FORCED)
+    out = [d for d in decisions if d["action"] == "scale_out"]
+    assert out, [(d["window_end_ms"], d["action"], d["reason_code"]) for d in decisions]
+    for d in out:
+        assert d["recommendation"]["reason_code"] == "SATURATED_SCALE_OUT"
+        assert d["coordination"]["held"] is None
+        assert d["coordination"]["saturation"]["without_errors"] is True
+        assert [t["state"] for t in d["coordination"]["decisions"]] == ["FORCED_OPEN"]
+    assert "BREAKER_OPEN" not in {d["reason_code"] for d in decisions}
+    # The open breaker changes nothing of its replicas: the same changes as with its breaker closed.
+    changes = [(d["window_end_ms"], d["action"], d["desired_replicas"]) for d in decisions]
+    assert changes == [(d["window_end_ms"], d["action"], d["desired_replicas"])
+                       for d in _of(decided["scaling_decisions"], FORCED)]

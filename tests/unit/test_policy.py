@@ -4,7 +4,7 @@ import tomllib
 import pytest
 
 from stormwatch.config import PROJECT_ROOT
-from stormwatch.policy import PolicyError, apply_update, from_document, load
+from stormwatch.policy import PolicyError, apply_update, from_document, load, warning_reason, warnings
 
 PATH = PROJECT_ROOT / "config" / "policy.toml"
 DOC = tomllib.loads(PATH.read_text())
@@ -65,3 +65,50 @@ def test_changing_the_windows_is_rejected(key):
 def test_from_document_raises_policy_error():
     with pytest.raises(PolicyError, match="health.latency_cap_ms"):
         from_document({**DOC, "health": {**DOC["health"], "latency_cap_ms": 0}})
+
+
+# Backoff parameter sensitivity (issue 21 item 4): risky retry settings are accepted with a warning.
+def _with_retry(**change) -> dict:
+    return {**DOC, "version": "risky", "retry": {**DOC["retry"], **change}}
+
+
+def _tiers(**change) -> list[dict]:
+    """The default tiers with the first (the one that retries most) changed."""
+    return [{**DOC["retry"]["tiers"][0], **change}, *DOC["retry"]["tiers"][1:]]
+
+
+def test_the_default_policy_has_no_warnings():
+    assert warnings(load(PATH)) == []
+
+
+@pytest.mark.parametrize("change, key, risk", [
+    ({"tiers": _tiers(base_delay_ms=10)}, "retry.tiers[0].base_delay_ms = 10", "under 50 ms"),
+    ({"tiers": _tiers(max_retries=9)}, "retry.tiers[0].max_retries = 9", "more than 8"),
+    ({"jitter": "none"}, "retry.jitter = none", "synchronized waves"),
+])
+def test_a_risky_retry_setting_is_accepted_with_a_warning_naming_the_key_and_the_risk(change, key, risk):
+    new, error = apply_update(load(PATH), json.dumps(_with_retry(**change)))
+    assert error is None and new.version == "risky"
+    (line,) = warnings(new)
+    assert line.startswith(key) and risk in line
+    reason = warning_reason(warnings(new))
+    assert reason.startswith("policy accepted with warnings (backoff parameter sensitivity): ") and key in reason
+
+
+def test_the_limits_themselves_and_tiers_without_retries_are_no_risk():
+    at_limits = _with_retry(tiers=_tiers(base_delay_ms=50, max_retries=8))
+    assert warnings(from_document(at_limits)) == []
+    # The last tier allows no retry: its 0 ms delay risks nothing; nor does `none` jitter without retries.
+    no_retries = [{**t, "max_retries": 0, "base_delay_ms": 0} for t in DOC["retry"]["tiers"]]
+    assert warnings(from_document(_with_retry(tiers=no_retries, jitter="none"))) == []
+
+
+def test_every_risk_of_a_policy_is_named():
+    lines = warnings(from_document(_with_retry(tiers=_tiers(base_delay_ms=1, max_retries=20), jitter="none")))
+    assert [line.split(" ")[0] for line in lines] == ["retry.tiers[0].base_delay_ms", "retry.tiers[0].max_retries",
+                                                     "retry.jitter"]
+
+
+def test_an_old_policy_without_the_coordination_key_still_loads():
+    old = {**DOC, "scaling": {k: v for k, v in DOC["scaling"].items() if k != "saturation_max_error_rate"}}
+    assert from_document(old).scaling.saturation_max_error_rate == 0.05

@@ -320,7 +320,9 @@ def test_the_body_is_json_ready_and_compact():
     assert json.loads(json.dumps(body, allow_nan=False)) == body
     assert set(body) == {"service", "action", "current_replicas", "previous_desired_replicas", "desired_replicas",
                          "reason_code", "recommendation", "metric", "target", "tolerance", "stabilization",
-                         "rate_limit", "front"}
+                         "rate_limit", "front", "coordination"}
+    # No breaker decision: nothing taken into account, nothing held.
+    assert body["coordination"]["decisions"] == [] and body["coordination"]["held"] is None
     assert body["front"] == {"max_qps": {"instance": "i0", "qps": 10.0, "latency_ms": 100},
                              "min_latency": {"instance": "i0", "qps": 10.0, "latency_ms": 100}}
     assert body["rate_limit"]["limit"] == 0 and body["tolerance"] == 0.1     # 100 % of 10 may go
