@@ -51,7 +51,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    command = f"cd {ROOT} && .venv/bin/python bench/demo_first_table.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     lines = run(args.timeout)
 
     def first(marker: str) -> float | None:

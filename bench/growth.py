@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
     args = parser.parse_args(argv)
     config = load(args.config)
-    command = f"cd {ROOT} && .venv/bin/python bench/growth.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     measured: dict[Shape, tuple[int, Run, Run]] = {}
     with services(config) as cluster:
         for shape in dict.fromkeys(s for shapes in SHAPES.values() for s in shapes):

@@ -437,7 +437,7 @@ def main(argv: list[str]) -> None:
     if args.job not in job_registry.names():
         raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_registry.names())}")
     config = load(args.config)
-    command = f"cd {ROOT} && .venv/bin/python bench/throughput.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     with services(config) as cluster:
         encoding = config.get("pipeline", "spans", "encoding")
         record = input_record(config, args.spans, write_encoding(encoding))
