@@ -24,6 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/, beside this file)
 
+from stormwatch.runtime.processes import stop_group  # noqa: E402
+
 DEFAULT_OUT = ROOT / "bench" / "results" / "demo_first_table.md"
 FIRST_TABLE = "--- health window ending"
 
@@ -40,11 +42,7 @@ def run(timeout_s: float) -> list[tuple[float, str]]:
             if FIRST_TABLE in line or time.monotonic() - began > timeout_s:
                 break
     finally:
-        os.killpg(proc.pid, signal.SIGINT)  # the demo's own Ctrl-C: it stops its jobs and its broker
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc, signal.SIGINT, timeout=120)  # the demo's own Ctrl-C: it stops its jobs and its broker
     return lines
 
 
@@ -53,7 +51,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    command = f"cd {ROOT} && .venv/bin/python bench/demo_first_table.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     lines = run(args.timeout)
 
     def first(marker: str) -> float | None:

@@ -26,13 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/, beside this file)
 from throughput import (BENCH_CONFIG, MIN_WINDOW_S, OUTPUT_ROLES, PARTITIONS, SEED, TRACE_RATE, Run,  # noqa: E402
-                        request_chunks, run_live, spans_in, write_input)
+                        request_chunks, run_live, services, spans_in, write_input)
 
 from connectors.kafka import create_topics, delete_topics  # noqa: E402
 from connectors.otlp import encoder, write_encoding  # noqa: E402
+from stormwatch import job_registry  # noqa: E402
 from stormwatch.config import Config, load  # noqa: E402
 from stormwatch.runtime.flink_cluster import FlinkCluster  # noqa: E402
-from stormwatch.runtime.kafka_broker import KafkaBroker  # noqa: E402
 from stormwatch.traffic.topology import Call, Instance, Service, Stage, Topology  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "growth.md"
@@ -54,7 +54,7 @@ def measure(config: Config, cluster: FlinkCluster, shape: "Shape", spans_wanted:
         job_id = cluster.submit(ROOT / "bench" / "passthrough.py", ["--config", str(config.path), data.topic,
                                                                      passthrough_sink, f"bench-passthrough-{suffix}"])
         passthrough = run_live(config, cluster, "passthrough", job_id, data, timeout_s)
-        job_id = cluster.submit(ROOT / "jobs" / "spans.py", [
+        job_id = cluster.submit(job_registry.path("spans"), [
             "--config", str(config.path), "--from-earliest", "--group-id", f"bench-spans-{suffix}",
             f"--topic=source={data.topic}", *(f"--topic={role}={name}" for role, name in outputs.items())])
         chain = run_live(config, cluster, "spans", job_id, data, timeout_s)
@@ -106,22 +106,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
     args = parser.parse_args(argv)
     config = load(args.config)
-    command = f"cd {ROOT} && .venv/bin/python bench/growth.py" + "".join(f" {a}" for a in argv)
-    broker, cluster = KafkaBroker(config), FlinkCluster(config)
-    started_broker, started_cluster = broker.pid() is None, not cluster.pids()
-    print(broker.start(), flush=True)
+    command = results_file.command(__file__, argv)
     measured: dict[Shape, tuple[int, Run, Run]] = {}
-    try:
-        print(cluster.start(), flush=True)
+    with services(config) as cluster:
         for shape in dict.fromkeys(s for shapes in SHAPES.values() for s in shapes):
             measured[shape] = measure(config, cluster, shape, args.spans)
             n, passthrough, chain = measured[shape]
             print(f"{shape}: {n:,} spans, passthrough {passthrough.window}, spans {chain.window}", flush=True)
-    finally:
-        if started_cluster:
-            print(cluster.stop(), flush=True)
-        if started_broker:
-            print(broker.stop(), flush=True)
     results_file.write(args.out, report(config, command, measured))
 
 

@@ -229,7 +229,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--config", type=Path, default=BENCH_CONFIG)
     args = parser.parse_args(argv)
-    command = "cd /work/main && .venv/bin/python bench/live_pipeline.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     config = load(live_config(load(args.config), args.guarantee, args.export_batch_ms))
     names = catalog.topics(config)
     broker, cluster = KafkaBroker(config), FlinkCluster(config)

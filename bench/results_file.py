@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(script: str, argv: list[str]) -> str:
+    """The command line that runs the benchmark `script` (its __file__) with `argv`, from the checkout."""
+    return f"cd {ROOT} && .venv/bin/python bench/{Path(script).name}" + "".join(f" {a}" for a in argv)
+
 
 def heading(title: str, command: str) -> list[str]:
     return [f"# {title}", "", "Produced by:", "", "```sh", command, "```", ""]

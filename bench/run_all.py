@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     folder = RESULTS / "quick" if args.quick else RESULTS
     out = args.out or folder / "all.md"
-    command = "cd /work/main && .venv/bin/python bench/run_all.py" + "".join(f" {a}" for a in argv)
+    command = results_file.command(__file__, argv)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections, summary = [], []
     for script, full, quick in BENCHMARKS:

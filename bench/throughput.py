@@ -39,6 +39,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -383,6 +384,23 @@ def stop_profile(cluster: FlinkCluster, path: Path, command: str) -> None:
     results_file.write(path.with_name(f"{path.stem}-profile.md"), lines)
 
 
+@contextmanager
+def services(config: Config) -> Iterator[FlinkCluster]:
+    """Kafka and the Flink cluster running for a measurement; on leaving, each is stopped if this started
+    it (one that was running before is left running)."""
+    broker, cluster = KafkaBroker(config), FlinkCluster(config)
+    started_broker, started_cluster = broker.pid() is None, not cluster.pids()
+    print(broker.start(), flush=True)
+    try:
+        print(cluster.start(), flush=True)
+        yield cluster
+    finally:
+        if started_cluster:
+            print(cluster.stop(), flush=True)
+        if started_broker:
+            print(broker.stop(), flush=True)
+
+
 def machine() -> str:
     with open("/proc/cpuinfo") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
@@ -419,12 +437,8 @@ def main(argv: list[str]) -> None:
     if args.job not in job_registry.names():
         raise SystemExit(f"no job {args.job!r} in jobs/: {', '.join(job_registry.names())}")
     config = load(args.config)
-    command = f"cd {ROOT} && .venv/bin/python bench/throughput.py" + "".join(f" {a}" for a in argv)
-    broker, cluster = KafkaBroker(config), FlinkCluster(config)
-    started_broker, started_cluster = broker.pid() is None, not cluster.pids()
-    print(broker.start(), flush=True)
-    try:
-        print(cluster.start(), flush=True)
+    command = results_file.command(__file__, argv)
+    with services(config) as cluster:
         encoding = config.get("pipeline", "spans", "encoding")
         record = input_record(config, args.spans, write_encoding(encoding))
         suffix = uuid.uuid4().hex[:8]
@@ -446,7 +460,7 @@ def main(argv: list[str]) -> None:
         job_id = cluster.submit(ROOT / "bench" / "passthrough.py", ["--config", str(config.path), data.topic,
                                                                      passthrough_sink, f"bench-passthrough-{suffix}"])
         passthrough = run_live(config, cluster, "passthrough", job_id, data, timeout_s)
-        job_id = cluster.submit(ROOT / "jobs" / f"{args.job}.py", [
+        job_id = cluster.submit(job_registry.path(args.job), [
             "--config", str(config.path), "--from-earliest", "--group-id", f"bench-{args.job}-{suffix}",
             f"--topic=source={data.topic}", *(f"--topic={role}={name}" for role, name in outputs.items())])
         recording = start_profile(cluster, args.profile, args.job) if args.profile else None
@@ -460,11 +474,6 @@ def main(argv: list[str]) -> None:
         # Counted: the outputs go (the passthrough's alone is the input's 3.7 GB again); the input stays
         # for the next run. Left behind, they filled the broker's disk and page cache run after run.
         delete_topics(config, {passthrough_sink, *outputs.values()})
-    finally:
-        if started_cluster:
-            print(cluster.stop(), flush=True)
-        if started_broker:
-            print(broker.stop(), flush=True)
     results_file.write(args.out, lines)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=2) + "\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stormwatch import job_registry
 from stormwatch.config import ConfigError, load
+from stormwatch.traffic.schedule import preset_names
 
 
 def _services(config):
@@ -261,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="send generated AI-chain traffic (spans and instance metrics) to Kafka")
     p.add_argument("--rate", type=float, default=20.0, help="traces per second")
     p.add_argument("--duration", type=float, help="seconds of event time (default: the schedule's, else until Ctrl-C)")
-    p.add_argument("--schedule", help="a fault schedule: a preset (storm, latency-spike, slow-instance, saturation) "
+    p.add_argument("--schedule", help=f"a fault schedule: a preset ({', '.join(preset_names())}) "
                                       "or a .toml / .json file (stormwatch/traffic/schedule.py)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--metrics-format", choices=["native", "otlp", "none"], default="native",

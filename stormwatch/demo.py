@@ -8,7 +8,6 @@ running is left running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from stormwatch.policy import default_file
 from stormwatch.policy import load as load_policy
 from stormwatch.replay import DeliveryError, send
 from stormwatch.runtime.kafka_broker import KafkaBroker
+from stormwatch.runtime.processes import stop_group
 from stormwatch.tail_format import format_record
 from stormwatch.traffic.schedule import Schedule, load_schedule
 from stormwatch.traffic.send import generate
@@ -121,12 +121,7 @@ def _start_job(config: Config, job_config: Path, job: str) -> tuple[str, subproc
 
 def _stop_job(job: str, proc: subprocess.Popen) -> None:
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, signal.SIGTERM, timeout=20)
     say(f"job {job} stopped")
 
 

@@ -55,17 +55,18 @@ SPAN_PATH_ROLES = ("source", "sink", "dead_letters", "edges", "service_windows",
                    "span_instances", "suspects", "topology_snapshots", "edge_events")
 
 
+def new_topics(config, roles) -> dict[str, str]:
+    """Fresh topics of 2 partitions: {role: name} for the roles asked for."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {role: f"test_{role}_{suffix}" for role in roles}
+    create_topics(config, {name: {"partitions": 2} for name in names.values()})
+    return names
+
+
 @pytest.fixture
 def topics_for(config, kafka):
-    """Fresh topics of 2 partitions for one test: {role: name} for the roles asked for."""
-
-    def make(roles) -> dict[str, str]:
-        suffix = uuid.uuid4().hex[:8]
-        names = {role: f"test_{role}_{suffix}" for role in roles}
-        create_topics(config, {name: {"partitions": 2} for name in names.values()})
-        return names
-
-    return make
+    """new_topics for one test (a module's fixture, which cannot use this one, calls new_topics)."""
+    return lambda roles: new_topics(config, roles)
 
 
 @pytest.fixture

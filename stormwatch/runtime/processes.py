@@ -1,4 +1,5 @@
-"""Pid files, ports and waiting: what both local services need to start and stop cleanly."""
+"""Pid files, ports and waiting: what both local services need to start and stop cleanly; and stopping a
+process group this program started (a job, the demo)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import errno
 import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable
@@ -96,3 +98,17 @@ def terminate(pid: int, timeout: float = 30.0) -> bool:
     except ProcessLookupError:
         pass
     return False
+
+
+def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20.0) -> bool:
+    """Send `sig` to the process group `proc` leads (started with start_new_session: a job's PyFlink
+    gateway JVM is in it) and wait up to `timeout` s for it; SIGKILL the group after. True if it
+    stopped in time."""
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return False

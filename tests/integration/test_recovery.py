@@ -10,13 +10,12 @@ import json
 import os
 import signal
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from connectors.kafka import consumer, create_topics, producer
+from connectors.kafka import consumer, producer
 from connectors.otlp import encode_json
 from stormwatch.catalog import TOPIC_ROLES
 from stormwatch.replay import produce
@@ -24,20 +23,13 @@ from stormwatch.runtime.processes import wait_until
 from stormwatch.traffic.faults import FaultWindow, Params
 from stormwatch.traffic.generator import TraceGenerator
 from stormwatch.traffic.otlp import to_export_requests
-from tests.conftest import run_bounded, stormwatch
+from tests.conftest import new_topics, run_bounded, stormwatch
 
 pytestmark = pytest.mark.integration
 
 # What the health job writes, compared record for record with the undisturbed run.
 OUTPUTS = ("health", "breaker_decisions", "retry_decisions", "instance_windows", "dead_letters")
 CHUNKS = 6
-
-
-def new_topics(config, roles) -> dict[str, str]:
-    suffix = uuid.uuid4().hex[:8]
-    names = {role: f"test_{role}_{suffix}" for role in roles}
-    create_topics(config, {name: {"partitions": 2} for name in names.values()})
-    return names
 
 
 def records(config, topic: str, quiet_s: float = 5.0) -> list[tuple[int, bytes, bytes]]:

@@ -1,5 +1,6 @@
-"""The topology job through the real Kafka and Flink: real TrainTicket traces and hand-made ones in,
-per-window edges, error classes and breaks out, checked against an independent per-trace reading."""
+"""The span path's topology (job `spans`) through the real Kafka and Flink: real TrainTicket traces and
+hand-made ones in, per-window edges, error classes and breaks out, checked against an independent
+per-trace reading."""
 
 from __future__ import annotations
 

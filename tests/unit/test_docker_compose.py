@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from stormwatch.config import load
+from stormwatch import job_registry
 from stormwatch.job_registry import CHAIN
 from stormwatch.runtime.flink_cluster import PYTHON_PACKAGES
 
@@ -151,7 +152,7 @@ def test_submit_skips_only_the_job_that_is_running():
     the service again submits exactly the jobs that are not running."""
     script = submit_script()
     for job in CHAIN:
-        source = (ROOT / "jobs" / f"{job}.py").read_text()
+        source = job_registry.path(job).read_text()
         assert f'JOB = "{job}"' in source and 'f"stormwatch-{JOB}"' in source, job
         looked_for = script.index(f"grep -q ' : stormwatch-{job} ('")
         submitted = script.index(f"-py {IMAGE_HOME}/jobs/{job}.py")

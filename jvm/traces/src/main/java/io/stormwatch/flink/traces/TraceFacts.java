@@ -10,7 +10,7 @@ import java.util.Set;
 
 /**
  * Everything the span path derives from one assembled trace, in one pass, added to the window
- * partials (the definitions tests/trace_windows.py and tests/integration/test_topology.py spell out
+ * partials (the definitions reference/trace_windows.py and tests/integration/test_topology.py spell out
  * independently):
  * <ul>
  *   <li>time: every fact of a trace is placed at the trace's end, the latest end of its records (spans,
