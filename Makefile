@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # Maven Central only, versions pinned in jvm/pom.xml; it also builds our Java modules, without their
 # tests (`make test` runs those): the otlp format, the trace assembler, the SQL functions, in the
-# folders jvm/pom.xml's <modules> names (connectors/java, jvm/traces, udfs/java), read from there.
+# folders jvm/pom.xml's <modules> names (connectors/java, udfs/traces, udfs/java), read from there.
 # Our jars are removed first, so one of an old name or version (stormwatch-flink-functions-*.jar, the
 # single jar before the split) is not shipped beside its successor: every jar in runtime/jars/flink/ is.
 JAVA_MODULES := $(patsubst jvm/../%,%,$(shell sed -n 's|^ *<module>\(.*\)</module> *$$|jvm/\1|p' jvm/pom.xml))

@@ -51,10 +51,6 @@ SCHEDULE = "storm"
 FAULTY = "llm-inference"
 SEED = 7
 SAMPLE_EVERY_S = 10.0
-# A window counts if it could close at least this long before the traffic's last message: its closing
-# watermark needs a span that ended after that moment, and the traffic's last spans are sparse (only the
-# longest traces are still running).
-END_MARGIN_MS = 1000
 # Outputs with window bounds, by topic role, in the order data flows through the jobs.
 WINDOWED = ["edges", "service_windows", "latency_stages", "error_breaks", "span_instances", "topology_snapshots", "suspects",
             "instance_windows", "health", "breaker_decisions", "retry_decisions", "pareto_fronts", "scaling_decisions"]
@@ -313,16 +309,22 @@ def report(config, command, args, schedule, t0_ms, end_ms, sent, collector: Coll
         "record (topics with `message.timestamp.type=LogAppendTime`), and to the moment a read_committed reader received it (*seen*: for exactly-once jobs, after the checkpoint that commits it). A record downstream of another job "
         "includes that job's latency and its Kafka hop: health reads the span path's per-instance figures, "
         "scaling health's instance windows. Exactly-once: a record is readable when its checkpoint commits. "
-        "Only windows that could close at least 1 s before the traffic's last message count: the last ones close "
-        "when their sources go idle after it ends (idle timeouts of tens of seconds), which is no measure of the "
-        "path. The first windows include the jobs' warm-up.",
+        "Only windows that could close before new traces stopped (the traffic's duration) count: after it only "
+        "the longest traces still send spans, a source partition can go without any, and the last windows close "
+        "on its idle timeout (tens of seconds), which is no measure of the path. The first windows include the "
+        "jobs' warm-up.",
         "",
         "| output | records | p50 ms | p99 ms | max ms | seen p50 ms | seen p99 ms |",
         "|---|---|---|---|---|---|---|",
     ]
+    # Traces start at the traffic's rate until its duration is over; after that only the longest ones
+    # still send spans, one partition of the source can go without any, and the reader's watermark then
+    # waits for its idle timeout: windows that close after it measure the tail, not the path.
+    steady_end_ms = t0_ms + round(args.minutes * 60_000)
+
     def after_close(records: list[tuple[int, dict]]) -> list[int]:
         return [t - (v["window_end_ms"] + ooo_ms + quiet_ms) for t, v in records
-                if "window_end_ms" in v and v["window_end_ms"] + ooo_ms + quiet_ms <= end_ms - END_MARGIN_MS]
+                if "window_end_ms" in v and v["window_end_ms"] + ooo_ms + quiet_ms <= steady_end_ms]
 
     for role in WINDOWED:
         latencies, seen = after_close(collector.of(role)), after_close(collector.received(role))

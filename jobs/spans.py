@@ -3,7 +3,7 @@ latency stages, per-instance span figures and ranked root-cause suspects, in one
 use to the dead letters.
 
 Per-span work runs once, on the JVM: each message is decoded and its spans validated once (sql/tables/otlp_spans.sql),
-then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, jvm/traces/) holds
+then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, udfs/traces/) holds
 a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seconds of event time and
 derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
 mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql),

@@ -14,7 +14,7 @@ the latest end of its spans (copies included), ``end // 1_000_000``; for a trace
 which the span path holds `root_wait` after its end instead of the quiet time, that less the quiet time
 (at most `max_hold` after its first span's end, less the quiet time): `trace_times`. Everything a trace
 yields falls in the windows of its time, when it is whole, so a window closes once the traces that
-ended in it are quiet, however long one of them ran (the span path's assembler, jvm/traces: TraceFacts). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
+ended in it are quiet, however long one of them ran (the span path's assembler, udfs/traces: TraceFacts). Windows are aligned on the epoch like Flink's TUMBLE / HOP without offset:
 a window of `size` ms with `slide` ms covers [k*slide, k*slide + size) for integer k, and an item
 belongs to every window whose interval holds its event time (tumbling: slide = size).
 

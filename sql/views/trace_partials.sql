@@ -1,4 +1,4 @@
--- The span path's window partials by kind, named: what the trace assembler (jvm/traces/,
+-- The span path's window partials by kind, named: what the trace assembler (udfs/traces/,
 -- attached by jobs/spans.py as the view trace_partials) accumulated per entity and slide bucket
 -- [bucket_start_ms, + window_slide) from every assembled trace (TraceFacts: one pass per trace). Counts
 -- and sums add and histograms merge, so a window's figures are the merge of its buckets' partials
