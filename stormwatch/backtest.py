@@ -17,26 +17,30 @@ from pathlib import Path
 from stormwatch.suspects import SuspectPolicy, SuspectRanker, WindowVerdict
 from stormwatch.trace_signals import WindowShape
 from stormwatch.traces import assemble, spans_of_file
-from stormwatch.window_aggregates import Window, aggregate, window_starts
+from stormwatch.window_aggregates import TraceTiming, Window, aggregate, trace_times, window_starts
 
 
-def windows_of_spans(spans: list, size_s: float, slide_s: float | None = None, traces: bool = True) -> list[Window]:
-    """The windows of the spans, oldest first, with their traces when `traces`."""
-    windows = aggregate(spans, size_s, slide_s)
+def windows_of_spans(spans: list, size_s: float, slide_s: float | None = None, traces: bool = True,
+                     timing: TraceTiming = TraceTiming()) -> list[Window]:
+    """The windows of the spans, oldest first, with their traces when `traces`: each trace in the windows
+    of its time as the span path places it (`trace_times`), as its aggregates are."""
+    windows = aggregate(spans, size_s, slide_s, timing)
     if not traces:
         return windows
     size_ms = round(size_s * 1000)
     slide_ms = round((slide_s if slide_s is not None else size_s) * 1000)
     by_start = {w.start_ms: w for w in windows}
+    times = trace_times(spans, timing)
     for t in assemble(spans):
-        for start in window_starts(t.end_ms, size_ms, slide_ms):
+        for start in window_starts(times[t.trace_id], size_ms, slide_ms):
             if start in by_start:
                 by_start[start].traces.append(t)
     return windows
 
 
-def windows_of_file(path: Path, size_s: float, slide_s: float | None = None, traces: bool = True) -> list[Window]:
-    return windows_of_spans(spans_of_file(path), size_s, slide_s, traces)
+def windows_of_file(path: Path, size_s: float, slide_s: float | None = None, traces: bool = True,
+                    timing: TraceTiming = TraceTiming()) -> list[Window]:
+    return windows_of_spans(spans_of_file(path), size_s, slide_s, traces, timing)
 
 
 def rank(ranker: SuspectRanker, windows: Iterable[Window], shape: bool = True) -> list[WindowVerdict]:
@@ -56,13 +60,13 @@ def verdict_record(verdict: WindowVerdict, source: str | None = None) -> dict:
 
 
 def backtest(baselines: list[Path], files: list[Path], policy: SuspectPolicy, size_s: float, slide_s: float | None,
-             top: int | None = None, shape: bool = True) -> Iterator[dict]:
+             top: int | None = None, shape: bool = True, timing: TraceTiming = TraceTiming()) -> Iterator[dict]:
     """`shape` False: the window aggregates alone, as the job ranks today (it has no traces yet)."""
     ranker = SuspectRanker(policy)
     for path in baselines:
-        rank(ranker, windows_of_file(path, size_s, slide_s, shape), shape)
+        rank(ranker, windows_of_file(path, size_s, slide_s, shape, timing), shape)
     for path in files:
-        for verdict in rank(ranker, windows_of_file(path, size_s, slide_s, shape), shape):
+        for verdict in rank(ranker, windows_of_file(path, size_s, slide_s, shape, timing), shape):
             record = verdict_record(verdict, str(path))
             if top is not None:
                 record["suspects"] = record["suspects"][:top]
@@ -70,8 +74,8 @@ def backtest(baselines: list[Path], files: list[Path], policy: SuspectPolicy, si
 
 
 def main_lines(baselines: list[Path], files: list[Path], policy: SuspectPolicy, size_s: float, slide_s: float | None,
-               top: int | None = None, shape: bool = True) -> Iterator[str]:
-    for record in backtest(baselines, files, policy, size_s, slide_s, top, shape):
+               top: int | None = None, shape: bool = True, timing: TraceTiming = TraceTiming()) -> Iterator[str]:
+    for record in backtest(baselines, files, policy, size_s, slide_s, top, shape, timing):
         yield json.dumps(record, sort_keys=False)
 
 

@@ -200,6 +200,7 @@ def cmd_policy(args) -> None:
 def cmd_backtest(args) -> None:
     from stormwatch.backtest import main_lines
     from stormwatch.suspects import SuspectPolicy
+    from stormwatch.window_aggregates import TraceTiming
 
     config = load(args.config)
     topology = config.section("pipeline", "topology")
@@ -207,7 +208,7 @@ def cmd_backtest(args) -> None:
     slide = args.window_slide if args.window_slide is not None else float(topology["window_slide_seconds"])
     policy = SuspectPolicy(**config.section("pipeline", "suspects").get("policy", {}))
     for line in main_lines([Path(p) for p in args.baseline], [Path(p) for p in args.files], policy, size, slide, args.top,
-                           shape=not args.aggregates_only):
+                           shape=not args.aggregates_only, timing=TraceTiming.of(topology)):
         print(line, flush=True)
 
 
