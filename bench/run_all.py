@@ -30,6 +30,7 @@ BENCHMARKS = [
     ("growth.py", [], ["--spans", "5000"]),
     ("live_pipeline.py", [], ["--minutes", "4"]),
     ("pareto_front.py", [], ["--repetitions", "3"]),
+    ("retry_amplification.py", [], ["--seconds", "60"]),
     ("rootcause_eval.py", [], []),
     ("health_localisation.py", [], []),
 ]

@@ -95,7 +95,8 @@ class RankWindows(KeyedProcessFunction):
             start, end = edges[0]["window_start_ms"], edges[0]["window_end_ms"]
             snapshot, events = tracker.observe(start, end, [
                 EdgeSeen(e["caller"], e["callee"], e["callee_virtual"], e["calls"],
-                         e["client_errors"] + e["server_errors"], e["latency_p95_ms"]) for e in edges])
+                         e["client_errors"] + e["server_errors"], e["latency_p95_ms"], e.get("retries") or 0)
+                for e in edges])
             yield SNAPSHOTS, Row(snapshot["window_end_ms"], snapshot["window_start_ms"], snapshot["services"],
                                  snapshot["entry_points"], snapshot["depth"], json.dumps(snapshot["edges"]))
             for e in events:

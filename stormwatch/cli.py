@@ -150,6 +150,7 @@ SQL_CLIENT_TABLES = [
     "views/latest_suspects",
     "views/current_edges",
     "views/sliding_edges",
+    "views/retry_load",
     "views/error_chain_breaks",
     "views/current_health",
     "views/current_breakers",

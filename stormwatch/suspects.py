@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 import networkx as nx
 
@@ -110,6 +110,8 @@ class EdgeWindow:
     client_errors: int
     server_errors: int
     gap_ms_total: float
+    # Calls that repeat an earlier attempt of the same logical call (stormwatch/window_aggregates.py).
+    retries: int = 0
 
 
 # The caller of a trace's root span in stormwatch_edges: the outside world, not a service.
@@ -117,7 +119,8 @@ USER = "user"
 
 
 def _from_record(cls, record: Mapping):
-    return cls(**{f.name: record[f.name] for f in fields(cls)})
+    """The record's fields of `cls`; a field with a default may be absent (a record older than it)."""
+    return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record or f.default is MISSING})
 
 
 def service_windows(records: Iterable[Mapping]) -> list[ServiceWindow]:

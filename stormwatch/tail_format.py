@@ -80,7 +80,14 @@ def _edge(record: dict, style: Style) -> str:
         _clock(record.get("window_end_ms")), style.paint(f"{'EDGE':<10}", BOLD),
         f"{record['caller']} -> {record['callee']}", f"calls={record['calls']}",
         style.paint(f"errors={record.get('client_errors')}/{record.get('server_errors')}", RED if errors else None),
-        f"{latency} ms", _window(record)) if p)
+        _retries(record, style), f"{latency} ms", _window(record)) if p)
+
+
+def _retries(record: dict, style: Style) -> str:
+    """`retries=40 (x1.5)`: how many calls repeated an attempt, and the amplification; nothing without."""
+    if not record.get("retries"):
+        return ""
+    return style.paint(f"retries={record['retries']} (x{_scalar(record.get('amplification'))})", RED)
 
 
 def _window(record: dict) -> str:

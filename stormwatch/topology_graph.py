@@ -21,6 +21,13 @@ class EdgeSeen:
     calls: int
     errors: int
     latency_p95_ms: float | None
+    # Calls that repeated an earlier attempt of the same logical call (stormwatch_edges `retries`).
+    retries: int = 0
+
+    @property
+    def amplification(self) -> float:
+        """Attempts per logical call: calls / (calls - retries); 1.0 without calls."""
+        return self.calls / (self.calls - self.retries) if self.calls > self.retries else 1.0
 
 
 @dataclass
@@ -39,7 +46,10 @@ class TopologyTracker:
         graph = nx.DiGraph()
         for e in edges:
             graph.add_edge(e.caller, e.callee, calls=e.calls, errors=e.errors, latency_p95_ms=e.latency_p95_ms,
-                           callee_virtual=e.callee_virtual)
+                           callee_virtual=e.callee_virtual, retries=e.retries,
+                           amplification=round(e.amplification, 4))
+        for (a, b), product in path_amplification(graph).items():
+            graph.edges[a, b]["path_amplification"] = round(product, 4)
         events = []
         for key in sorted(graph.edges):
             history = self._edges.get(key)
@@ -73,6 +83,46 @@ class TopologyTracker:
                 for a, b in sorted(graph.edges)
             ],
         }
+
+
+def path_amplification(graph: nx.DiGraph) -> dict[tuple[str, str], float]:
+    """Per edge, the end-to-end amplification of the calls over it: the largest product of the edges'
+    `amplification` along a call path from an entry point (a service nobody calls) through that edge. A
+    gateway retrying twice over an orchestrator retrying three times is up to 6x at the leaf. Edges that
+    close a cycle (found depth-first from the entry points, then from any service left) do not extend
+    a path, so a cycle cannot multiply without end."""
+    acyclic = nx.DiGraph()
+    acyclic.add_nodes_from(graph)
+    state: dict[str, int] = {}  # 1 on the current depth-first path, 2 done
+    starts = sorted(n for n in graph if graph.in_degree(n) == 0) + sorted(graph)
+    for start in starts:
+        if start in state:
+            continue
+        state[start] = 1
+        stack = [(start, iter(sorted(graph.successors(start))))]
+        while stack:
+            node, successors = stack[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                continue  # closes a cycle
+            else:
+                acyclic.add_edge(node, nxt)
+                if nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(sorted(graph.successors(nxt)))))
+    reach = {n: 1.0 for n in acyclic}
+    products = {}
+    for node in nx.topological_sort(acyclic):
+        for succ in acyclic.successors(node):
+            product = reach[node] * graph.edges[node, succ]["amplification"]
+            products[(node, succ)] = product
+            reach[succ] = max(reach[succ], product)
+    for a, b in graph.edges:
+        products.setdefault((a, b), reach[a] * graph.edges[a, b]["amplification"])
+    return products
 
 
 def _event(kind: str, key: tuple[str, str], first_seen_ms: int, last_seen_ms: int) -> dict:

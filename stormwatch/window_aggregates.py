@@ -38,7 +38,12 @@ EdgeWindow, key = (parent's service, child's service), over all cross-service pa
 - calls: the pairs; client_errors: those whose parent is in error; server_errors: those whose
   child is in error; gap_ms_total: sum of max(0, duration(parent) - duration(child)) over the pairs
   CLIENT (3) parent -> SERVER (2) child (an RPC's network and queueing time; a message, or a hop
-  through an uninstrumented proxy, has no such gap).
+  through an uninstrumented proxy, has no such gap);
+- retries: the pairs whose *attempt* repeats an earlier attempt of the same logical call. A pair's
+  attempt is its parent when that is a CLIENT span, else its child; attempts (distinct spans) with the
+  same parent span (not none), the same name and the same callee service are attempts of one call, and
+  one is a retry when an earlier attempt of its call, ordered by (start, span id), had failed or had not
+  ended by the time it started (a hedged call). Repeating a call after a success is another call.
 So the CLIENT→SERVER edges into a service add up to its inbound_calls and inbound_gap_ms_total.
 """
 
@@ -170,6 +175,14 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None,
             if parent.kind == CLIENT and s.kind == SERVER:
                 inbound[(start, s.service_name)].append((parent, s))
 
+    retries = retry_attempts({(p.trace_id, p.span_id, c.span_id): (p, c) for edge in pairs.values()
+                              for p, c in edge}.values())
+
+    def retried(pair: tuple) -> bool:
+        parent, child = pair
+        attempt = parent if parent.kind == CLIENT else child
+        return (attempt.trace_id, attempt.span_id, child.service_name) in retries
+
     windows: dict[int, Window] = {}
     for start, service in sorted(own.keys() | inbound.keys()):
         members, calls = own.get((start, service), []), inbound.get((start, service), [])
@@ -199,7 +212,29 @@ def aggregate(spans: Iterable, size_s: float, slide_s: float | None = None,
                 calls=len(edge),
                 client_errors=sum(p.error for p, _ in edge),
                 server_errors=sum(c.error for _, c in edge),
+                retries=sum(map(retried, edge)),
                 gap_ms_total=sum(gap_ms(pair) for pair in edge if pair[0].kind == CLIENT and pair[1].kind == SERVER),
             )
         )
     return [windows[start] for start in sorted(windows)]
+
+
+def retry_attempts(pairs: Iterable[tuple]) -> set[tuple[str, str, str]]:
+    """The attempts that are retries, as (trace id, attempt span id, callee service), among the
+    cross-service (parent, child) pairs of whole traces (see the module docstring)."""
+    calls: dict[tuple, dict[str, object]] = defaultdict(dict)
+    for parent, child in pairs:
+        attempt = parent if parent.kind == CLIENT else child
+        if attempt.parent_span_id is None or attempt.parent_span_id == attempt.span_id:
+            continue
+        key = (attempt.trace_id, attempt.parent_span_id, attempt.name, child.service_name)
+        calls[key].setdefault(attempt.span_id, attempt)
+    retries = set()
+    for (trace_id, _, _, callee), attempts in calls.items():
+        failed, in_flight_until = False, None
+        for a in sorted(attempts.values(), key=lambda a: (a.start, a.span_id)):
+            if failed or (in_flight_until is not None and in_flight_until > a.start):
+                retries.add((trace_id, a.span_id, callee))
+            failed = failed or a.error
+            in_flight_until = a.end if in_flight_until is None else max(in_flight_until, a.end)
+    return retries

@@ -2,7 +2,9 @@
 -- caller `user` for the roots of traces, a callee named by peer.service / db.system / server.address
 -- (callee_virtual) for calls into what is not traced. Latency is the caller's view where the caller
 -- has a CLIENT span; latency_buckets counts calls at or under each bound of latency_bucket_bounds_ms
--- (cumulative, as Prometheus `le` buckets). Each edge comes in two window kinds: `sliding`, the
+-- (cumulative, as Prometheus `le` buckets). Retries: calls that repeat an earlier attempt of the same
+-- logical call (same calling span, name and callee, after a failure or while it was in flight: a hedge;
+-- io.stormwatch.flink.traces.TraceFacts); amplification = calls / logical_calls (1.0 without retries). Each edge comes in two window kinds: `sliding`, the
 -- windows the suspects and health jobs read (views/sliding_edges.sql), and `tumbling`, where each call
 -- is counted once. Keyed by caller and callee.
 CREATE TEMPORARY TABLE stormwatch_edges (
@@ -15,6 +17,9 @@ CREATE TEMPORARY TABLE stormwatch_edges (
   `calls` BIGINT,
   `client_errors` BIGINT,
   `server_errors` BIGINT,
+  `retries` BIGINT,
+  `logical_calls` BIGINT,
+  `amplification` DOUBLE,
   `latency_p50_ms` DOUBLE,
   `latency_p95_ms` DOUBLE,
   `latency_p99_ms` DOUBLE,

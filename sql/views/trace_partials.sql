@@ -6,7 +6,7 @@
 -- names them; h1/h2 are sparse log-scale histograms (MERGE_HISTOGRAMS, HISTOGRAM_QUANTILE).
 CREATE TEMPORARY VIEW edge_partials AS
 SELECT k1 AS caller, k2 AS callee, flag AS callee_virtual, n[1] AS calls, n[2] AS client_errors,
-       n[3] AS server_errors, d[1] AS gap_ms, h1 AS latency_histogram, b AS latency_buckets,
+       n[3] AS server_errors, n[4] AS retries, d[1] AS gap_ms, h1 AS latency_histogram, b AS latency_buckets,
        ex1 AS example_trace_id, ex2 AS example_error_trace_id, rowtime
 FROM trace_partials WHERE kind = 'EDGE';
 

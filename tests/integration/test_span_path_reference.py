@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 ROLES = SPAN_PATH_ROLES
 FILES = sorted(SHARED_DATA.glob("*.otlp.jsonl"))  # names are their start times: event-time order
 COUNTS = ("spans", "server_spans", "errors", "error_origins", "inbound_calls")
-EDGE_COUNTS = ("calls", "client_errors", "server_errors")
+EDGE_COUNTS = ("calls", "client_errors", "server_errors", "retries")
 
 
 def _close(a: float, b: float) -> bool:

@@ -111,7 +111,8 @@ SAMPLES = {
     },
     "stormwatch_edges": {
         "caller": "frontend", "callee": "cart", "callee_virtual": False, "window_kind": "sliding", **W, "calls": 3, "client_errors": 1,
-        "server_errors": 1, "latency_p50_ms": 12.0, "latency_p95_ms": 30.2, "latency_p99_ms": 31.8,
+        "server_errors": 1, "retries": 1, "logical_calls": 2, "amplification": 1.5, "latency_p50_ms": 12.0,
+        "latency_p95_ms": 30.2, "latency_p99_ms": 31.8,
         "latency_bucket_bounds_ms": [10.0, 25.0, 50.0], "latency_buckets": [1, 2, 3], "gap_ms_total": 1.5,
         "example_trace_id": T, "example_error_trace_id": T,
     },

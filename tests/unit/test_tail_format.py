@@ -96,6 +96,9 @@ def test_an_edge_line():
     assert "errors=0/0  " in format_record({**EDGE, "client_errors": 0, "server_errors": 0}, COLOUR)
     tumbling = {**EDGE, "window_kind": "tumbling", "window_start_ms": END_MS - 60_000}
     assert format_record(tumbling, PLAIN) == line + "  tumbling 60s"
+    retried = {**EDGE, "retries": 40, "logical_calls": 80, "amplification": 1.5}
+    assert "errors=2/3  retries=40 (x1.5)  p50=12" in format_record(retried, PLAIN)
+    assert "retries" not in format_record({**EDGE, "retries": 0, "amplification": 1.0}, PLAIN)
 
 
 @pytest.mark.parametrize(("event", "code"), [("EDGE_APPEARED", GREEN), ("EDGE_VANISHED", RED)])

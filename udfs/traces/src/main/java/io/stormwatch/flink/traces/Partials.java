@@ -21,14 +21,14 @@ public final class Partials {
     public enum Kind { EDGE, SERVICE, BREAK, STAGE, INSTANCE }
 
     // Positions in Partial.n / Partial.d per kind (the SQL views name them: sql/views/trace_partials.sql).
-    public static final int E_CALLS = 0, E_CLIENT_ERRORS = 1, E_SERVER_ERRORS = 2;
+    public static final int E_CALLS = 0, E_CLIENT_ERRORS = 1, E_SERVER_ERRORS = 2, E_RETRIES = 3;
     public static final int S_SPANS = 0, S_SERVER_SPANS = 1, S_ERRORS = 2, S_ORIGINS = 3, S_PROPAGATED = 4,
             S_ABSORBED = 5, S_SURFACED = 6, S_INBOUND_CALLS = 7, S_ORPHANS = 8, S_SELF_PARENTS = 9;
     public static final int S_SELF_MS = 0, S_INBOUND_GAP_MS = 1;
     public static final int G_DURATION_MS = 0, G_SELF_MS = 1;
     public static final int I_CALLS = 0, I_ERRORS = 1;
 
-    private static final int[] LONGS = {3, 10, 1, 1, 2};
+    private static final int[] LONGS = {4, 10, 1, 1, 2};
     private static final int[] DOUBLES = {1, 2, 0, 2, 0};
 
     /** One entity's accumulator in one bucket. */
@@ -101,11 +101,13 @@ public final class Partials {
                 .computeIfAbsent(key, k -> new Partial(kind, k1, k2, k3, flag, bucket, boundsMs.length));
     }
 
-    /** A call from `caller` to `callee`; gapMs NaN where there is none (not CLIENT -> SERVER). */
+    /** A call from `caller` to `callee`; gapMs NaN where there is none (not CLIENT -> SERVER); `retry`
+     *  when it repeats an earlier attempt of the same logical call (TraceFacts). */
     public void edge(long timeMs, String caller, String callee, boolean virtual, boolean clientError,
-                     boolean serverError, double latencyMs, double gapMs, String traceId) {
+                     boolean serverError, double latencyMs, double gapMs, boolean retry, String traceId) {
         Partial p = at(Kind.EDGE, timeMs, caller, callee, null, virtual);
         p.n[E_CALLS]++;
+        if (retry) p.n[E_RETRIES]++;
         if (clientError) p.n[E_CLIENT_ERRORS]++;
         if (serverError) p.n[E_SERVER_ERRORS]++;
         if (!Double.isNaN(gapMs)) p.d[0] += gapMs;

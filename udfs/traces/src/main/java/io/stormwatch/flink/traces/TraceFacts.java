@@ -25,6 +25,13 @@ import java.util.Set;
  *       links to); a CLIENT span with no child calls a virtual callee named by its attributes; a
  *       CONSUMER span's link to a PRODUCER span of another service (not its own parent) is a call
  *       producer -> consumer;</li>
+ *   <li>retries: the calling span of a call is its *attempt*: the parent when it is a CLIENT span, else
+ *       the child (a hop through an uninstrumented proxy), and the CLIENT span itself for a call to a
+ *       virtual callee. Attempts with the same parent span, the same name and the same callee are
+ *       attempts of one logical call; one is a *retry* when an earlier one of its call (by start, then
+ *       span id) had failed or was still in flight when it started (a hedged call). Calls repeated
+ *       after success (a loop over items) are not retries. Root and link edges have none. An edge's
+ *       logical calls are its calls less its retries;</li>
  *   <li>error classes: an error span is an origin when none of its children failed; propagated when
  *       its parent failed too, absorbed when it did not (a break, absorbing -> failing service),
  *       surfaced when it is a root;</li>
@@ -71,6 +78,7 @@ public final class TraceFacts {
                 if (s.error()) failingChild.add(s.parentSpanId);
             }
         }
+        Set<String> retries = retries(byId, children);
         for (SpanRecord s : byId.values()) {
             SpanRecord parent = s.parentSpanId == null || s.selfParent() ? null : byId.get(s.parentSpanId);
             double duration = s.durationMs();
@@ -103,8 +111,9 @@ public final class TraceFacts {
             if (parent != null && !parent.service.equals(s.service)) {
                 boolean rpc = CLIENT.equals(parent.kind);
                 double gap = rpc && SERVER.equals(s.kind) ? Math.max(parent.durationMs() - duration, 0.0) : Double.NaN;
+                boolean retry = retries.contains(attemptKey(rpc ? parent : s, s.service));
                 out.edge(t, parent.service, s.service, false, parent.error(), error,
-                        rpc ? parent.durationMs() : duration, gap, s.traceId);
+                        rpc ? parent.durationMs() : duration, gap, retry, s.traceId);
                 if (!Double.isNaN(gap)) {
                     Partials.Partial callee = out.service(t, s.service, s.traceId);
                     callee.n[Partials.S_INBOUND_CALLS]++;
@@ -112,11 +121,12 @@ public final class TraceFacts {
                 }
             }
             if (s.isRoot() && !(CONSUMER.equals(s.kind) && s.hasLinks())) {
-                out.edge(t, "user", s.service, false, false, error, duration, Double.NaN, s.traceId);
+                out.edge(t, "user", s.service, false, false, error, duration, Double.NaN, false, s.traceId);
             }
             if (CLIENT.equals(s.kind) && !children.containsKey(s.spanId)) {
-                out.edge(t, s.service, s.callee == null ? "unknown" : s.callee, true, error, false, duration,
-                        Double.NaN, s.traceId);
+                String callee = s.callee == null ? "unknown" : s.callee;
+                out.edge(t, s.service, callee, true, error, false, duration, Double.NaN,
+                        retries.contains(attemptKey(s, callee)), s.traceId);
             }
         }
         for (SpanRecord c : probes.values()) {
@@ -125,9 +135,50 @@ public final class TraceFacts {
                     && c.probeOf.equals(c.parentSpanId);
             if (producer != null && PRODUCER.equals(producer.kind) && !producer.service.equals(c.service) && !ownParent) {
                 out.edge(t, producer.service, c.service, false, producer.error(), c.error(),
-                        c.durationMs(), Double.NaN, c.traceId);
+                        c.durationMs(), Double.NaN, false, c.traceId);
             }
         }
+    }
+
+    private static String attemptKey(SpanRecord attempt, String callee) {
+        return attempt.spanId + "\u0000" + callee;
+    }
+
+    /** The attempts (attemptKey) that are retries: see the class comment. */
+    static Set<String> retries(Map<String, SpanRecord> byId, Map<String, List<SpanRecord>> children) {
+        Map<String, Map<String, SpanRecord>> calls = new HashMap<>();
+        for (SpanRecord s : byId.values()) {
+            SpanRecord parent = s.parentSpanId == null || s.selfParent() ? null : byId.get(s.parentSpanId);
+            SpanRecord attempt;
+            String callee;
+            if (parent != null && !parent.service.equals(s.service)) {
+                attempt = CLIENT.equals(parent.kind) ? parent : s;
+                callee = s.service;
+            } else if (CLIENT.equals(s.kind) && !children.containsKey(s.spanId)) {
+                attempt = s;
+                callee = s.callee == null ? "unknown" : s.callee;
+            } else {
+                continue;
+            }
+            if (attempt.parentSpanId == null || attempt.selfParent()) continue;
+            calls.computeIfAbsent(attempt.parentSpanId + "\u0000" + attempt.name + "\u0000" + callee,
+                    k -> new LinkedHashMap<>()).putIfAbsent(attempt.spanId, attempt);
+        }
+        Set<String> retries = new HashSet<>();
+        for (Map.Entry<String, Map<String, SpanRecord>> call : calls.entrySet()) {
+            if (call.getValue().size() < 2) continue;
+            String callee = call.getKey().substring(call.getKey().lastIndexOf('\u0000') + 1);
+            List<SpanRecord> attempts = new ArrayList<>(call.getValue().values());
+            attempts.sort((a, b) -> a.start != b.start ? Long.compare(a.start, b.start) : a.spanId.compareTo(b.spanId));
+            boolean failed = false;
+            long inFlightUntil = Long.MIN_VALUE;
+            for (SpanRecord a : attempts) {
+                if (failed || inFlightUntil > a.start) retries.add(attemptKey(a, callee));
+                failed |= a.error();
+                inFlightUntil = Math.max(inFlightUntil, a.end);
+            }
+        }
+        return retries;
     }
 
     /** The length of the union of the children's intervals clipped to the span's own, in ms. */

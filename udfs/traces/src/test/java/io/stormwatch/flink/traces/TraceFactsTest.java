@@ -207,4 +207,52 @@ class TraceFactsTest {
         assertEquals(2, p.b[1]); // both <= 100
         assertEquals("t", p.ex2);
     }
+
+    /** web calls api twice from one span under the same name: the second attempt as given. */
+    private static Partials.Partial twoAttempts(long secondStartMs, long secondEndMs, boolean firstFails) {
+        SpanRecord first = span("t", "b1", "a", "web", TraceFacts.CLIENT, 10, 20, firstFails);
+        SpanRecord second = span("t", "b2", "a", "web", TraceFacts.CLIENT, secondStartMs, secondEndMs, false);
+        first.name = second.name = "GET /answer";
+        return derive(span("t", "a", null, "web", TraceFacts.SERVER, 0, 100, false),
+                first, span("t", "c1", "b1", "api", TraceFacts.SERVER, 11, 19, firstFails),
+                second, span("t", "c2", "b2", "api", TraceFacts.SERVER, secondStartMs + 1, secondEndMs - 1, false))
+                .get("EDGE:web>api");
+    }
+
+    @Test
+    void aCallRepeatedAfterAFailureIsARetryOfOneLogicalCall() {
+        Partials.Partial edge = twoAttempts(25, 40, true);
+        assertEquals(2, edge.n[Partials.E_CALLS]);
+        assertEquals(1, edge.n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void aHedgedCallStartedWhileTheFirstIsInFlightIsARetry() {
+        Partials.Partial edge = twoAttempts(15, 40, false);
+        assertEquals(2, edge.n[Partials.E_CALLS]);
+        assertEquals(1, edge.n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void aCallRepeatedAfterASuccessIsAnotherLogicalCall() {
+        Partials.Partial edge = twoAttempts(25, 40, false);
+        assertEquals(2, edge.n[Partials.E_CALLS]);
+        assertEquals(0, edge.n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void retriesOfAnUntracedCalleeAndCallsOfAnotherNameAreTold() {
+        SpanRecord root = span("t", "a", null, "web", TraceFacts.SERVER, 0, 100, false);
+        SpanRecord q1 = span("t", "q1", "a", "web", TraceFacts.CLIENT, 10, 20, true);
+        SpanRecord q2 = span("t", "q2", "a", "web", TraceFacts.CLIENT, 30, 40, true);
+        SpanRecord q3 = span("t", "q3", "a", "web", TraceFacts.CLIENT, 50, 60, false);
+        SpanRecord other = span("t", "q4", "a", "web", TraceFacts.CLIENT, 70, 80, false);
+        for (SpanRecord q : List.of(q1, q2, q3, other)) q.callee = "postgresql";
+        q1.name = q2.name = q3.name = "SELECT orders";
+        other.name = "SELECT users";
+        Partials.Partial edge = derive(root, q1, q2, q3, other).get("EDGE:web>postgresql*");
+        assertEquals(4, edge.n[Partials.E_CALLS]);
+        assertEquals(2, edge.n[Partials.E_RETRIES]);
+        assertEquals(0, derive(root, q1).get("EDGE:user>web").n[Partials.E_RETRIES]);
+    }
 }
