@@ -231,9 +231,10 @@ def _await_listing(client: KafkaAdminClient, names: set[str], listed: bool, time
         time.sleep(0.1)
 
 
-def table_options(config: KafkaConfig, topic: str, **extra: str) -> str:
-    """The WITH (...) body of a Flink Kafka table on `topic`: connector, brokers, pass-through properties."""
-    options = {
+def flink_options(config: KafkaConfig, topic: str, **extra: str) -> dict[str, str]:
+    """The options of a Flink Kafka table on `topic`: connector, brokers, pass-through properties. The
+    span path's DataStream source (io.stormwatch.flink.traces.SpanSource) takes the same."""
+    return {
         "connector": "kafka",
         "topic": topic,
         "properties.bootstrap.servers": config.bootstrap_servers,
@@ -241,7 +242,11 @@ def table_options(config: KafkaConfig, topic: str, **extra: str) -> str:
         **{f"properties.{k}": _for_flink(k, v) for k, v in config.kafka_properties.items()},
         **extra,
     }
-    return sql_options(options, ",\n  ")
+
+
+def table_options(config: KafkaConfig, topic: str, **extra: str) -> str:
+    """The WITH (...) body of a Flink Kafka table on `topic` (flink_options)."""
+    return sql_options(flink_options(config, topic, **extra), ",\n  ")
 
 
 def _for_flink(key: str, value: str) -> str:

@@ -27,11 +27,16 @@ def tables(encoding: str) -> list[str]:
     return ["tables/otlp_spans", "tables/stormwatch_spans", "tables/stormwatch_dead_letters"]
 
 
+def source_settings(config, args, group: str) -> dict[str, str]:
+    """How a job reads otlp_spans with consumer group `group`: startup and bounded mode, and the Kafka
+    settings only this source needs (see [pipeline.spans.source_properties] for why)."""
+    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
+    return {**source_options(args, group), **tuned}
+
+
 def source_variables(config, names: dict[str, str], args, group: str) -> dict:
     """The SQL variables of a job reading otlp_spans with consumer group `group`."""
-    # Kafka settings only this source needs: see [pipeline.spans.source_properties] for why.
-    tuned = {f"properties.{k}": str(v) for k, v in config.section("pipeline", "spans", "source_properties").items()}
-    return catalog.variables(config, names, {**source_options(args, group), **tuned})
+    return catalog.variables(config, names, source_settings(config, args, group))
 
 
 def main(argv: list[str] | None = None) -> None:

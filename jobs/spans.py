@@ -2,8 +2,9 @@
 latency stages, per-instance span figures and ranked root-cause suspects, in one job; spans it cannot
 use to the dead letters.
 
-Per-span work runs once, on the JVM: each message is decoded and its spans validated once (sql/tables/otlp_spans.sql),
-then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, udfs/traces/) holds
+Per-span work runs once, on the JVM: each message is decoded and its spans validated once, straight into
+span records (io.stormwatch.flink.traces.SpanSource: the `otlp` format's decoder, checks and reasons, and
+the watermark sql/tables/otlp_spans.sql declares, without its 18-column rows), then one keyed operator per trace id (io.stormwatch.flink.traces.TraceAssembler, udfs/traces/) holds
 a trace's spans until it has been quiet for [pipeline.topology] trace_quiet_seconds of event time and
 derives every per-trace fact in one pass (TraceFacts) into per-entity, per-slide-bucket partials with
 mergeable histograms. Flink SQL merges the partials of each window (sql/jobs/spans.sql, spans_edges.sql),
@@ -19,10 +20,11 @@ import sys
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
+from connectors.kafka import flink_options
+from connectors.otlp import SETTINGS
 from jobs import suspects
 from jobs.common import Inserts, add_statements, define, parse_args, setup, topics_and_group
-from jobs.flatten_spans import source_variables
-from jobs.flatten_spans import tables as decoding_tables
+from jobs.flatten_spans import source_settings
 from stormwatch import catalog
 from stormwatch.flink_env import job_jars, stream_table_environment
 from stormwatch.sqlfiles import load_statements
@@ -44,9 +46,10 @@ def span_variables(config, variables: dict) -> dict:
     return {**variables, "latency_bucket_count": len(topology["latency_bucket_bounds_ms"])}
 
 
-def attach_trace_assembler(t_env, config, source_topic: str) -> None:
-    """The view `trace_input` through the trace assembler, back as the views `trace_partials` and
-    `trace_dead_letters` (io.stormwatch.flink.traces.SpanPath)."""
+def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, str]) -> None:
+    """The messages of `source_topic` (read with the Kafka table options `source`: group, startup and
+    bounded mode, properties) decoded into span records and through the trace assembler, back as the
+    views `trace_partials` and `trace_dead_letters` (io.stormwatch.flink.traces.SpanPath)."""
     topology = config.section("pipeline", "topology")
     spans = config.section("pipeline", "spans")
     add_jars_to_context_class_loader(job_jars(config))
@@ -55,14 +58,22 @@ def attach_trace_assembler(t_env, config, source_topic: str) -> None:
     java_bounds = gateway.new_array(gateway.jvm.double, len(bounds))
     for i, b in enumerate(bounds):
         java_bounds[i] = float(b)
+    options = gateway.jvm.java.util.LinkedHashMap()
+    for key, value in flink_options(config, source_topic, **source).items():
+        options.put(key, value)
     gateway.jvm.io.stormwatch.flink.traces.SpanPath.register(
-        t_env._j_tenv, "trace_input", "trace_partials", "trace_dead_letters",
+        t_env._j_tenv, t_env._j_tenv.execEnv(), options,
+        # As format 'otlp' takes them (sql/tables/otlp_spans.sql, the table flatten_spans reads).
+        spans["encoding"], int(spans["future_limit_seconds"]),
+        int(config.get("pipeline", "dead_letters", "payload_max_chars")),
+        "trace_partials", "trace_dead_letters",
         int(float(topology["trace_quiet_seconds"]) * 1000), int(float(topology["trace_root_wait_seconds"]) * 1000),
         int(float(topology["max_follow_delay_seconds"]) * 1000),
         int(float(topology["trace_max_hold_seconds"]) * 1000), int(topology["window_slide_seconds"]) * 1000,
         java_bounds, source_topic, JOB,
-        # otlp_spans has its watermark (per Kafka partition, on the span's end): no second assigner.
-        -1, int(float(spans["idle_timeout_seconds"]) * 1000))
+        # The watermark otlp_spans declares: per Kafka partition, on the span's end.
+        int(float(spans["watermark_out_of_orderness_seconds"]) * 1000),
+        int(float(spans["idle_timeout_seconds"]) * 1000))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -70,15 +81,17 @@ def main(argv: list[str] | None = None) -> None:
     config = setup(args)
     # The span path's own group: flatten_spans (the optional export of flattened spans) reads the same topic.
     names, group = topics_and_group(args, config, "topology")
-    encoding = config.get("pipeline", "spans", "encoding")
-    variables = span_variables(config, source_variables(config, names, args, group))
+    if config.get("pipeline", "spans", "encoding") not in SETTINGS:
+        raise SystemExit(f"[pipeline.spans] encoding = {config.get('pipeline', 'spans', 'encoding')!r}: "
+                         f"stormwatch reads {', '.join(SETTINGS)}")
+    source = source_settings(config, args, group)
+    variables = span_variables(config, catalog.variables(config, names, source))
 
     t_env = stream_table_environment(config, f"stormwatch-{JOB}", args.from_savepoint)
-    # Each file once: the decoder's tables and the suspects' outputs share the dead letters.
-    decoding = [t for t in decoding_tables(encoding) if t != "tables/stormwatch_spans"]  # no flattened export here
-    define(t_env, load_statements(list(dict.fromkeys(["functions/stormwatch_functions"] + decoding + OUTPUTS)), variables))
-    define(t_env, load_statements(["views/trace_input"], variables))
-    attach_trace_assembler(t_env, config, names["source"])
+    # Each file once: the span path and the suspects' outputs share the dead letters.
+    tables = ["functions/stormwatch_functions", "tables/stormwatch_dead_letters"] + OUTPUTS
+    define(t_env, load_statements(list(dict.fromkeys(tables)), variables))
+    attach_trace_assembler(t_env, config, names["source"], source)
     define(t_env, load_statements(["views/trace_partials"], variables))
 
     inserts = Inserts(t_env, config, group)

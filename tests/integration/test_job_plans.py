@@ -37,8 +37,9 @@ def test_the_span_path_decodes_once_and_pairs_no_span_through_a_join(monkeypatch
     # The job is partly DataStream (the trace assembler, the suspects ranker) and partly a statement
     # set: both plans together are the job. One keyed operator per trace does what a deduplication and
     # four interval joins did: none is planned. Each message is decoded once, as the topic is read (the
-    # `otlp` format: no UNNEST, one reader for spans and dead letters alike), and each output's window
-    # aggregate is planned once.
+    # span path's own Kafka source, SpanSource, straight into span records: no table scan of otlp_spans,
+    # no UNNEST, one reader for spans and dead letters alike), and each output's window aggregate is
+    # planned once.
     plans = []
 
     def both(inserts, bounded):

@@ -59,7 +59,17 @@ public final class OtlpDecoder {
         this.clockSeconds = clockSeconds;
     }
 
+    /** The message's rows of format 'otlp' (SpanRows). */
     public void decode(byte[] message, Consumer<GenericRowData> out) {
+        spans(message, s -> out.accept(SpanRows.row(s)));
+    }
+
+    /**
+     * The message's spans, valid or rejected with their reason, and one {@link OtlpSpan} with the reason
+     * for a message that does not decode (or breaks OTLP JSON's shape), in the order format 'otlp' gives
+     * their rows.
+     */
+    public void spans(byte[] message, Consumer<OtlpSpan> out) {
         try {
             switch (encoding) {
                 case OTLP_JSON: json(message, out); break;
@@ -73,19 +83,44 @@ public final class OtlpDecoder {
         }
     }
 
-    private void emit(List<SpanFields> spans, Consumer<GenericRowData> out) {
-        long now = clockSeconds.getAsLong();
-        for (SpanFields s : spans) {
-            GenericRowData row = rows.row(s, now);
-            this.spans++;
-            if (row.getField(SpanRows.REASON) != null) rejectedSpans++;
-            out.accept(row);
+    /** Spans and messages judged so far, and how many of each were rejected. */
+    public long spans() {
+        return spans;
+    }
+
+    public long rejectedSpans() {
+        return rejectedSpans;
+    }
+
+    public long rejectedMessages() {
+        return rejectedMessages;
+    }
+
+    /** The encoding format 'otlp' names `value` (its option 'otlp.encoding'); IllegalArgumentException if none. */
+    public static Encoding encoding(String value) {
+        switch (value) {
+            case "otlp_json": return Encoding.OTLP_JSON;
+            case "otlp_proto": return Encoding.OTLP_PROTO;
+            case "auto": return Encoding.AUTO;
+            default:
+                throw new IllegalArgumentException("encoding '" + value
+                        + "': stormwatch reads auto (either, decided per message), otlp_json or otlp_proto");
         }
     }
 
-    private void reject(String reason, byte[] message, boolean asText, Consumer<GenericRowData> out) {
+    private void emit(List<SpanFields> spans, Consumer<OtlpSpan> out) {
+        long now = clockSeconds.getAsLong();
+        for (SpanFields s : spans) {
+            OtlpSpan span = rows.span(s, now);
+            this.spans++;
+            if (span.reason != null) rejectedSpans++;
+            out.accept(span);
+        }
+    }
+
+    private void reject(String reason, byte[] message, boolean asText, Consumer<OtlpSpan> out) {
         rejectedMessages++;
-        out.accept(SpanRows.message(reason, payload(message, asText)));
+        out.accept(OtlpSpan.message(reason, payload(message, asText)));
     }
 
     /** The message as the dead letters keep it: text (bytes that are not UTF-8 as U+FFFD), or base64; cut. */
@@ -99,7 +134,7 @@ public final class OtlpDecoder {
 
     // -- otlp_proto ---------------------------------------------------------------------------------
 
-    private void proto(byte[] message, Consumer<GenericRowData> out) {
+    private void proto(byte[] message, Consumer<OtlpSpan> out) {
         if (message == null || message.length == 0) {
             reject(OtlpJson.EMPTY, message, false, out);
             return;
@@ -133,7 +168,7 @@ public final class OtlpDecoder {
 
     // -- otlp_json ----------------------------------------------------------------------------------
 
-    private void json(byte[] message, Consumer<GenericRowData> out) {
+    private void json(byte[] message, Consumer<OtlpSpan> out) {
         JsonSpans listener = new JsonSpans();
         OtlpJson.Verdict verdict = OtlpJson.walk(message, "resourceSpans", REQUEST, listener);
         if (!verdict.read) {
@@ -150,7 +185,7 @@ public final class OtlpDecoder {
 
     // -- auto ---------------------------------------------------------------------------------------
 
-    private void auto(byte[] message, Consumer<GenericRowData> out) {
+    private void auto(byte[] message, Consumer<OtlpSpan> out) {
         if (message == null || message.length == 0) {
             reject(OtlpJson.EMPTY, message, true, out);
         } else if (!looksLikeJson(message)) {

@@ -10,6 +10,8 @@ import org.apache.flink.table.types.DataType;
 
 import java.io.IOException;
 import java.io.StringWriter;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -52,33 +54,60 @@ final class SpanRows {
         this.futureReason = "endTimeUnixNano is more than " + futureLimitSeconds + " s ahead of the clock";
     }
 
-    /** A span's row; `nowSeconds` is the wall clock (UNIX_TIMESTAMP() in the SQL it replaces). */
-    GenericRowData row(SpanFields s, long nowSeconds) {
-        String traceId = lower(s.traceId), spanId = lower(s.spanId), parent = lower(s.parentSpanId);
-        if (parent != null && parent.isEmpty()) parent = null;
+    /** A span as the decoder judged it; `nowSeconds` is the wall clock (UNIX_TIMESTAMP() in the SQL it replaces). */
+    OtlpSpan span(SpanFields s, long nowSeconds) {
+        OtlpSpan o = new OtlpSpan();
+        o.traceId = lower(s.traceId);
+        o.spanId = lower(s.spanId);
+        String parent = lower(s.parentSpanId);
+        o.parentSpanId = parent != null && parent.isEmpty() ? null : parent;
         SpanFields.FirstValues r = s.resource;
-        String service = r == null || r.values[0] == null ? "unknown_service" : r.values[0];
-        String reason = reject(s, nowSeconds);
+        o.service = r == null || r.values[0] == null ? "unknown_service" : r.values[0];
+        o.instance = r == null ? null : r.first(1, 2, 3);
+        o.name = s.name;
+        o.kind = s.kind;
+        o.status = s.statusCode;
+        // proto3 writes an unset string as empty: no message, in both encodings alike.
+        o.statusMessage = s.statusMessage == null || s.statusMessage.isEmpty() ? null : s.statusMessage;
+        o.peerService = s.attributes.first(0, 1);
+        o.dbSystem = s.attributes.first(2, 3);
+        o.serverAddress = s.attributes.first(4);
+        o.reason = reject(s, nowSeconds);
+        if (o.reason == null) {
+            List<String[]> links = new ArrayList<>(s.links.size());
+            for (String[] link : s.links) links.add(new String[] {lower(link[0]), lower(link[1])});
+            o.links = links;
+            o.start = s.start;
+            o.end = s.end;
+        } else {
+            o.payload = payload(o.traceId, o.spanId, o.parentSpanId, o.service, s.name, s.start, s.end);
+        }
+        return o;
+    }
 
+    /**
+     * The row of a span, valid or rejected with its reason, or of a whole message that does not decode
+     * (its reason and (part of) the message itself as payload).
+     */
+    static GenericRowData row(OtlpSpan s) {
         GenericRowData row = new GenericRowData(FIELDS);
-        row.setField(0, StringData.fromString(traceId));
-        row.setField(1, StringData.fromString(spanId));
-        row.setField(2, StringData.fromString(parent));
-        row.setField(3, StringData.fromString(service));
-        row.setField(4, StringData.fromString(r == null ? null : r.first(1, 2, 3)));
+        row.setField(0, StringData.fromString(s.traceId));
+        row.setField(1, StringData.fromString(s.spanId));
+        row.setField(2, StringData.fromString(s.parentSpanId));
+        row.setField(3, StringData.fromString(s.service));
+        row.setField(4, StringData.fromString(s.instance));
         row.setField(5, StringData.fromString(s.name));
         row.setField(6, StringData.fromString(s.kind));
-        row.setField(7, StringData.fromString(s.statusCode));
-        // proto3 writes an unset string as empty: no message, in both encodings alike.
-        row.setField(8, StringData.fromString(s.statusMessage == null || s.statusMessage.isEmpty() ? null : s.statusMessage));
-        row.setField(9, StringData.fromString(s.attributes.first(0, 1)));
-        row.setField(10, StringData.fromString(s.attributes.first(2, 3)));
-        row.setField(11, StringData.fromString(s.attributes.first(4)));
-        if (reason == null) {
+        row.setField(7, StringData.fromString(s.status));
+        row.setField(8, StringData.fromString(s.statusMessage));
+        row.setField(9, StringData.fromString(s.peerService));
+        row.setField(10, StringData.fromString(s.dbSystem));
+        row.setField(11, StringData.fromString(s.serverAddress));
+        if (s.reason == null) {
             Object[] links = new Object[s.links.size()];
             for (int i = 0; i < links.length; i++) {
                 String[] link = s.links.get(i);
-                links[i] = GenericRowData.of(StringData.fromString(lower(link[0])), StringData.fromString(lower(link[1])));
+                links[i] = GenericRowData.of(StringData.fromString(link[0]), StringData.fromString(link[1]));
             }
             row.setField(12, new GenericArrayData(links));
             row.setField(13, s.start);
@@ -88,19 +117,20 @@ final class SpanRows {
             // Event time 0: a rejected span must not move the table's watermark (its end may be decades
             // ahead); its own times are in the payload.
             row.setField(END, 0L);
-            row.setField(REASON, StringData.fromString(reason));
-            row.setField(PAYLOAD, StringData.fromString(payload(traceId, spanId, parent, service, s.name, s.start, s.end)));
+            row.setField(REASON, StringData.fromString(s.reason));
+            row.setField(PAYLOAD, StringData.fromString(s.payload));
         }
         return row;
     }
 
+    /** A span's row (SpanFields judged by {@link #span}). */
+    GenericRowData row(SpanFields s, long nowSeconds) {
+        return row(span(s, nowSeconds));
+    }
+
     /** The row of a whole message that does not decode: its reason and (part of) the message itself. */
     static GenericRowData message(String reason, String payload) {
-        GenericRowData row = new GenericRowData(FIELDS);
-        row.setField(END, 0L);
-        row.setField(REASON, StringData.fromString(reason));
-        row.setField(PAYLOAD, StringData.fromString(payload));
-        return row;
+        return row(OtlpSpan.message(reason, payload));
     }
 
     private String reject(SpanFields s, long nowSeconds) {
