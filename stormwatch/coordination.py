@@ -26,7 +26,8 @@ included.
   errors trip the breaker) but not running yet is revoked in a window whose breaker holds scale-outs
   (as above: OPEN, HALF_OPEN, FORCED_OPEN, enforced, the window not saturated without errors): the
   recommendation goes back to the instances observed, never below the count those scale-outs started
-  from nor min_replicas, reason BREAKER_OPEN (revoke_to). No running replica is removed.
+  from nor min_replicas, reason BREAKER_OPEN (revoke_to). No running replica is removed. A scale-out
+  that went through the open breaker (saturated without errors) is not revoked, nor those before it.
 
 Every scaling decision carries a `coordination` block: the decisions taken into account (so far the
 breaker's; each with its decision_id), what was held or revoked and by which decision, and the

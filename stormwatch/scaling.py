@@ -40,7 +40,8 @@ through is held, BREAKER_OPEN, unless the window is saturated with an error rate
 saturation_max_error_rate; a scale-in while the breaker is not CLOSED is held, BREAKER_RECOVERING. A held
 change is no change: the count, the rate limits' events and the scale-out's effect on stabilization
 stay as they were (the window's recommendation is still kept, as any other). And while the breaker
-holds scale-outs, the scale-outs recommended before it opened that are not running yet are revoked:
+holds scale-outs, the scale-outs recommended before it opened that are not running yet are revoked (a
+scale-out made through the open breaker, saturated without errors, is not, nor those before it):
 the count goes back to the instances observed in the window (current_replicas), never below the count
 those scale-outs started from (state.scaled_out_from) nor min_replicas, action hold, reason
 BREAKER_OPEN, coordination.revoked naming the breaker decision; the rate limits forget the revoked
@@ -58,7 +59,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.coordination import BREAKER_OPEN, coordinate, revoke_to
+from stormwatch.coordination import BREAKER_OPEN, coordinate, holds_scale_out, revoke_to
 from stormwatch.validation import positive_number, section_of, share
 from stormwatch.pareto import Front, InstancePoint
 
@@ -137,8 +138,9 @@ class ScalingState:
     scale_events: tuple[tuple[int, int], ...]       # (window_end_ms, replica change), the longest period's
     last_emitted: tuple[int, str, str]              # (desired_replicas, action, reason_code) of the last body
     last_window_end_ms: int
-    # The count the scale-outs since the last scale-in or revocation started from (None: none since):
-    # a breaker that holds scale-outs revokes what of them is not running yet, never below it.
+    # The count the scale-outs since the last scale-in or revocation started from (None: none since, or
+    # the last went through a breaker that lets no call through, saturated without errors): a breaker
+    # that holds scale-outs revokes what of them is not running yet, never below it.
     scaled_out_from: int | None = None
 
 
@@ -245,7 +247,10 @@ def step(state: ScalingState | None, front: Front, current_replicas: int, policy
         desired, reason = replicas, hold
     scaled_out_from = None if state is None else state.scaled_out_from
     action = SCALE_OUT if desired > replicas else SCALE_IN if desired < replicas else HOLD
-    if action == SCALE_OUT:
+    if action == SCALE_OUT and holds_scale_out(breaker, False):
+        # Through a breaker that lets no call through (saturated without errors): nothing to revoke.
+        scaled_out_from = None
+    elif action == SCALE_OUT:
         scaled_out_from = replicas if scaled_out_from is None else scaled_out_from
     elif action == SCALE_IN:
         scaled_out_from = None

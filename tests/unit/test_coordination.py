@@ -268,3 +268,15 @@ def test_revoke_to():
     assert coordination.revoke_to(20, 3, 5, 1, opened, True) is None    # saturated without errors
     assert coordination.revoke_to(20, 3, 5, 1, breaker("GRADUAL_RECOVERY", 0), False) is None
     assert coordination.revoke_to(20, 3, 5, 1, None, False) is None
+
+
+def test_a_scale_out_through_the_open_breaker_is_not_revoked_by_a_later_window():
+    # Open from the start: saturated without errors, svc scales out through it; then a window with errors
+    # (or without data) holds further scale-outs but takes back nothing the breaker let through.
+    opened = breaker("OPEN", 0)
+    windows = [window(i, 3000.0, 0.0, opened) for i in range(WARM + 3)]
+    windows += [window(i, 3000.0, 0.5, opened) for i in range(WARM + 3, WARM + 5)]
+    _, decisions = run(windows)
+    assert [d for d in decisions if d["action"] == "scale_out"]
+    assert not [d for d in decisions if d["coordination"]["revoked"]], [
+        (d["window_end_ms"], d["action"], d["reason_code"], d["desired_replicas"]) for d in decisions]
