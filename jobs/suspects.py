@@ -73,7 +73,11 @@ class RankWindows(KeyedProcessFunction):
                                     f"window ending {value.window_end_ms} was already ranked when this record came",
                                     value.payload, JOB)
             return
-        self.windows.add(ctx, value.window_end_ms, json.loads(value.payload), into=value.kind)
+        reason = self.windows.add(ctx, value.window_end_ms, json.loads(value.payload), into=value.kind)
+        if reason is not None:
+            record = json.loads(value.payload)
+            yield DEAD_LETTERS, Row(value.topic, record.get("kafka_partition"), record.get("kafka_offset"), reason,
+                                    value.payload, JOB)
 
     def on_timer(self, timestamp, ctx):
         ranker, tracker = self.models.value() or (SuspectRanker(self.policy), TopologyTracker(self.vanish_after_windows))

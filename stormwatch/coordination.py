@@ -21,8 +21,16 @@ starts.
   listed, but holds nothing: it is published not to be acted on.
 
 Holds apply to every change of the replica count, those that restore the policy's replica bounds
-included. Every scaling decision carries a `coordination` block: the decisions taken into account
-(so far the breaker's; each with its decision_id), what was held and by which decision, and the
+included.
+- A scale-out recommended before the breaker opened (the storm's onset: latency rises before the
+  errors trip the breaker) but not running yet is revoked in a window whose breaker holds scale-outs
+  (as above: OPEN, HALF_OPEN, FORCED_OPEN, enforced, the window not saturated without errors): the
+  recommendation goes back to the instances observed, never below the count those scale-outs started
+  from nor min_replicas, reason BREAKER_OPEN (revoke_to). No running replica is removed. A scale-out
+  that went through the open breaker (saturated without errors) is not revoked, nor those before it.
+
+Every scaling decision carries a `coordination` block: the decisions taken into account (so far the
+breaker's; each with its decision_id), what was held or revoked and by which decision, and the
 saturation test.
 """
 
@@ -80,9 +88,28 @@ def error_rate(instance_rows: list[Mapping[str, Any]]) -> float | None:
     return None if calls == 0 else sum(int(r.get("errors") or 0) for r in instance_rows) / calls
 
 
+def holds_scale_out(breaker: Mapping[str, Any] | None, saturated_without_errors: bool) -> bool:
+    """Whether the breaker holds a scale-out in this window (see coordinate)."""
+    return (breaker is not None and breaker["enforced"] and breaker["state"] in HOLDS_SCALE_OUT
+            and not saturated_without_errors)
+
+
+def revoke_to(replicas: int, scaled_out_from: int | None, current_replicas: int, min_replicas: int,
+              breaker: Mapping[str, Any] | None, saturated_without_errors: bool) -> int | None:
+    """The count a pending scale-out is revoked to, or None when nothing is revoked: `replicas` is the
+    recommendation in force, `scaled_out_from` the count its scale-outs started from (None: no
+    scale-out since the last scale-in or revocation), `current_replicas` the instances observed in the
+    window. The count goes back to what runs, never below where the scale-outs started nor
+    min_replicas: taking back what was not made yet removes no running replica."""
+    if scaled_out_from is None or not holds_scale_out(breaker, saturated_without_errors):
+        return None
+    target = min(replicas, max(current_replicas, scaled_out_from, min_replicas))
+    return target if target < replicas else None
+
+
 def coordinate(direction: int, saturated: bool, breaker: Mapping[str, Any] | None, window_error_rate: float | None,
                max_error_rate: float) -> tuple[str | None, dict[str, Any]]:
-    """(the hold's reason code or None, the decision's `coordination` block without `held`) for a change
+    """(the hold's reason code or None, the decision's `coordination` block without `held` and `revoked`) for a change
     of the replica count in `direction` (> 0 out, < 0 in, 0 none), `saturated` when the window's signal is
     SATURATED_SCALE_OUT."""
     exempt = saturated and window_error_rate is not None and window_error_rate <= max_error_rate
@@ -93,7 +120,7 @@ def coordinate(direction: int, saturated: bool, breaker: Mapping[str, Any] | Non
     }
     if breaker is None or not breaker["enforced"]:
         return None, block
-    if direction > 0 and breaker["state"] in HOLDS_SCALE_OUT and not exempt:
+    if direction > 0 and holds_scale_out(breaker, exempt):
         return BREAKER_OPEN, block
     if direction < 0 and breaker["state"] not in ALLOWS_SCALE_IN:
         return BREAKER_RECOVERING, block

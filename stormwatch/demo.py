@@ -182,8 +182,9 @@ def _news(role: str, record: dict) -> bool:
     if role == "breaker_decisions":
         return record.get("state") != record.get("previous_state")
     if role == "scaling_decisions":
-        # A change, or one the service's breaker held (coordination): the storm's scale-out not made.
-        return record.get("action") != "hold" or bool((record.get("coordination") or {}).get("held"))
+        # A change, or one the service's breaker held or revoked (coordination): the storm's scale-out not made.
+        coordination = record.get("coordination") or {}
+        return record.get("action") != "hold" or bool(coordination.get("held") or coordination.get("revoked"))
     if role == "suspects":
         return bool(record.get("flagged"))
     return role == "retry_decisions"  # retry gates are published only when they change

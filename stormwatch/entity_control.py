@@ -4,14 +4,19 @@ retry gate. Called by the health job once per window and entity with the state i
 
 A health record is published every window; a breaker decision only when the breaker changes state or
 admitted share; a retry gate only when what callers act on (retries, delays, jitter) changes, not for
-the budget alone, which moves with every window's traffic."""
+the budget alone, which moves with every window's traffic.
+
+The health record of a service or an edge also names its breaker as of the window's end (`breaker`: the
+decision_id, state, window_end_ms and enforced of the newest breaker decision, this window's included;
+null before the first): the record of every window that tells a reader (the scaling job) that the
+breaker's decisions up to that window are known, without waiting on the quiet breaker topic."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, astuple, dataclass, field
 
 from stormwatch import breaker, retry_gate
-from stormwatch.decisions import envelope
+from stormwatch.decisions import decision_id, envelope
 from stormwatch.health import HealthInputs, score
 from stormwatch.policy import Policy
 
@@ -26,6 +31,8 @@ class EntityState:
     breaker: breaker.BreakerState | None = None
     last_gate: tuple | None = None          # astuple() of the last published RetryGate
     sequences: dict[str, int] = field(default_factory=dict)
+    # The newest breaker decision published (coordination.BREAKER_FIELDS), None before the first.
+    breaker_decision: dict | None = None
 
 
 def _entity(inputs: HealthInputs) -> dict:
@@ -47,21 +54,28 @@ def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> 
     health = score(inputs, policy.health)
     figures = {k: v for k, v in asdict(inputs).items()
                if k in ("calls", "errors", "p50_ms", "p95_ms", "p99_ms", "load_ratio")}
-    out = [publish(HEALTH, {
+    body = {
         "status": health.status, "score": health.score, "error_rate": health.error_rate,
         "terms": health.terms, "weights": health.weights, "inputs": figures,
         "thresholds": {"min_calls": policy.health.min_calls, "latency_cap_ms": policy.health.latency_cap_ms,
                        "weights": dict(policy.health.weights)},
         "example_trace_ids": list(inputs.example_trace_ids),
-    })]
+    }
     if inputs.entity_kind not in GATED_KINDS:
-        return EntityState(state.breaker, state.last_gate, sequences), out
+        return EntityState(state.breaker, state.last_gate, sequences, state.breaker_decision), [publish(HEALTH, body)]
 
     observed = {"calls": inputs.calls, "errors": inputs.errors, "score": health.score,
                 "error_rate": health.error_rate}
     step = breaker.step(state.breaker, breaker.BreakerObservation(
         inputs.window_start_ms, inputs.window_end_ms, inputs.calls, inputs.errors, health.score, inputs.entity_key),
         policy.breaker)
+    breaker_decision = state.breaker_decision
+    if step.changed:
+        breaker_decision = {"decision_id": decision_id(entity["key"], BREAKER, inputs.window_end_ms, policy.version),
+                            "state": step.state.state, "window_end_ms": inputs.window_end_ms,
+                            "enforced": step.enforced}
+    # The health record first, as before, naming the breaker as of this window's end.
+    out = [publish(HEALTH, {**body, "breaker": breaker_decision})]
     if step.changed:
         out.append(publish(BREAKER, {
             "state": step.state.state, "previous_state": step.previous, "admitted_share": step.admitted_share,
@@ -85,4 +99,4 @@ def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> 
                            "window_seconds": window_s},
         }))
         last_gate = astuple(g)
-    return EntityState(step.state, last_gate, sequences), out
+    return EntityState(step.state, last_gate, sequences, breaker_decision), out

@@ -28,7 +28,7 @@ JOBS: tuple[Job, ...] = (
         True),
     Job("health", "the span path's per-instance figures and edges + instance metrics → instance windows, health "
                   "scores, circuit breakers, retry gates", True),
-    Job("scaling", "instance windows + breaker decisions → QPS–latency Pareto fronts and scaling decisions, "
+    Job("scaling", "instance windows + service health (with its breaker) → QPS–latency Pareto fronts and scaling decisions, "
                    "coordinated with each service's breaker", True),
     Job("suspects", "re-ranks root-cause suspects from the span path's topics (a replay, another policy)", False),
     Job("flatten_spans", "optional export: one row per valid span to stormwatch_spans", False),

@@ -39,7 +39,13 @@ Coordination (stormwatch/coordination.py), last: a scale-out while the service's
 through is held, BREAKER_OPEN, unless the window is saturated with an error rate at most
 saturation_max_error_rate; a scale-in while the breaker is not CLOSED is held, BREAKER_RECOVERING. A held
 change is no change: the count, the rate limits' events and the scale-out's effect on stabilization
-stay as they were (the window's recommendation is still kept, as any other).
+stay as they were (the window's recommendation is still kept, as any other). And while the breaker
+holds scale-outs, the scale-outs recommended before it opened that are not running yet are revoked (a
+scale-out made through the open breaker, saturated without errors, is not, nor those before it):
+the count goes back to the instances observed in the window (current_replicas), never below the count
+those scale-outs started from (state.scaled_out_from) nor min_replicas, action hold, reason
+BREAKER_OPEN, coordination.revoked naming the breaker decision; the rate limits forget the revoked
+scale-outs. So no window whose breaker holds scale-outs leaves a scale-out as the recommendation.
 
 A window ending at or before the last one seen (a late duplicate) changes nothing and publishes
 nothing. A body is returned only when desired replicas, action or reason code differ from the last
@@ -53,7 +59,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stormwatch.coordination import coordinate
+from stormwatch.coordination import BREAKER_OPEN, coordinate, holds_scale_out, revoke_to
 from stormwatch.validation import positive_number, section_of, share
 from stormwatch.pareto import Front, InstancePoint
 
@@ -132,6 +138,10 @@ class ScalingState:
     scale_events: tuple[tuple[int, int], ...]       # (window_end_ms, replica change), the longest period's
     last_emitted: tuple[int, str, str]              # (desired_replicas, action, reason_code) of the last body
     last_window_end_ms: int
+    # The count the scale-outs since the last scale-in or revocation started from (None: none since, or
+    # the last went through a breaker that lets no call through, saturated without errors): a breaker
+    # that holds scale-outs revokes what of them is not running yet, never below it.
+    scaled_out_from: int | None = None
 
 
 def _ceil(x: float) -> int:
@@ -230,20 +240,38 @@ def step(state: ScalingState | None, front: Front, current_replicas: int, policy
 
     hold, coordination = coordinate(desired - replicas, signal == SATURATED_SCALE_OUT, breaker, error_rate,
                                     policy.saturation_max_error_rate)
-    coordination["held"] = None
+    coordination["held"], coordination["revoked"] = None, None
     if hold is not None:
         coordination["held"] = {"reason_code": hold, "decision_id": breaker["decision_id"],
                                 "action": SCALE_OUT if desired > replicas else SCALE_IN, "desired_replicas": desired}
         desired, reason = replicas, hold
+    scaled_out_from = None if state is None else state.scaled_out_from
     action = SCALE_OUT if desired > replicas else SCALE_IN if desired < replicas else HOLD
+    if action == SCALE_OUT and holds_scale_out(breaker, False):
+        # Through a breaker that lets no call through (saturated without errors): nothing to revoke.
+        scaled_out_from = None
+    elif action == SCALE_OUT:
+        scaled_out_from = replicas if scaled_out_from is None else scaled_out_from
+    elif action == SCALE_IN:
+        scaled_out_from = None
     keep_ms = 1000 * max(policy.scale_up_stabilization_seconds, policy.scale_down_stabilization_seconds)
     period_ms = 1000 * max(policy.scale_up_limit.period_seconds, policy.scale_down_limit.period_seconds)
     if desired != replicas:
         events += ((now, desired - replicas),)
+    revoked = revoke_to(replicas, scaled_out_from, current_replicas, policy.min_replicas, breaker,
+                        coordination["saturation"]["without_errors"])
+    if revoked is not None:
+        # The scale-outs not running yet are taken back: the count is what runs, held there. No running
+        # replica is removed (so it is no scale-in), and the rate limits forget the revoked scale-outs.
+        coordination["revoked"] = {"reason_code": BREAKER_OPEN, "decision_id": breaker["decision_id"],
+                                   "desired_replicas": replicas, "scaled_out_from": scaled_out_from,
+                                   "current_replicas": current_replicas}
+        desired, action, reason, scaled_out_from = revoked, HOLD, BREAKER_OPEN, None
+        events = tuple((t, c) for t, c in events if c < 0)
     emitted = (desired, action, reason)
     new_state = ScalingState(
         desired, tuple((t, r) for t, r in history + ((now, recommendation),) if t > now - keep_ms),
-        tuple((t, c) for t, c in events if t > now - period_ms), emitted, now)
+        tuple((t, c) for t, c in events if t > now - period_ms), emitted, now, scaled_out_from)
     if state is not None and state.last_emitted == emitted:
         return new_state, None
     slo = policy.slo_for(front.service)

@@ -193,3 +193,90 @@ def test_a_policy_without_the_new_key_still_loads_with_its_default():
     assert ScalingPolicy.from_dict(doc).saturation_max_error_rate == 0.05
     with pytest.raises(ValueError, match="scaling.saturation_max_error_rate"):
         ScalingPolicy.from_dict({**doc, "saturation_max_error_rate": 1.5})
+
+
+def onset(opened_at: int, brk_after: dict, error_rate: float = 0.5, instances: int = 3, more: int = 3) -> list[dict]:
+    """A storm's onset: svc saturated with its breaker CLOSED until window `opened_at` (scale-outs
+    recommended, none running yet: the same three instances observed), then `brk_after` in force."""
+    windows = [window(i, 3000.0, 0.0) for i in range(opened_at)]
+    for i in range(opened_at, opened_at + more):
+        w = window(i, 3000.0, error_rate, brk_after)
+        w["instances"] = w["instances"][:instances]
+        windows.append(w)
+    return windows
+
+
+@pytest.mark.parametrize("state", ["OPEN", "HALF_OPEN", "FORCED_OPEN"])
+def test_a_pending_scale_out_is_revoked_once_the_breaker_holds_scale_outs(state):
+    opened_at = WARM + 3
+    opened = breaker(state, opened_at)
+    _, decisions = run(onset(opened_at, opened))
+    assert_valid("stormwatch_scaling_decisions", decisions)
+    before = [d for d in decisions if d["window_end_ms"] < end_of(opened_at)]
+    assert before[-1]["action"] == "scale_out" and before[-1]["desired_replicas"] > 3
+    after = [d for d in decisions if d["window_end_ms"] >= end_of(opened_at)]
+    # One decision in the window the breaker opened: back to the three instances that run, no scale-out
+    # left as the recommendation, naming the breaker decision; then nothing changes while it is open.
+    assert [(d["window_end_ms"], d["action"], d["reason_code"], d["current_replicas"], d["desired_replicas"])
+            for d in after] == [(end_of(opened_at), "hold", "BREAKER_OPEN", 3, 3)]
+    revoked = after[0]
+    assert revoked["previous_desired_replicas"] == before[-1]["desired_replicas"]
+    assert revoked["coordination"]["revoked"] == {
+        "reason_code": "BREAKER_OPEN", "decision_id": opened["decision_id"],
+        "desired_replicas": before[-1]["desired_replicas"], "scaled_out_from": 3, "current_replicas": 3}
+    assert revoked["coordination"]["decisions"] == [{"decision_type": "breaker", **opened}]
+
+
+def test_a_revocation_removes_no_running_replica_and_happens_once():
+    opened_at = WARM + 3
+    # Only two of the three instances report in the open windows: the count goes back to the three the
+    # scale-outs started from, not below; and later windows revoke nothing more.
+    _, decisions = run(onset(opened_at, breaker("OPEN", opened_at), instances=2))
+    after = [d for d in decisions if d["window_end_ms"] >= end_of(opened_at)]
+    assert [(d["current_replicas"], d["desired_replicas"], d["coordination"]["revoked"]["scaled_out_from"])
+            for d in after] == [(2, 3, 3)]
+
+
+def test_saturation_without_errors_revokes_nothing_and_a_dry_run_or_ramp_neither():
+    opened_at = WARM + 3
+    for brk, error_rate in ((breaker("OPEN", opened_at), 0.0), (breaker("OPEN", opened_at, enforced=False), 0.5),
+                            (breaker("GRADUAL_RECOVERY", opened_at), 0.5)):
+        _, decisions = run(onset(opened_at, brk, error_rate))
+        assert not [d for d in decisions if d["coordination"]["revoked"]], brk
+        assert not [d for d in decisions if d["reason_code"] == "BREAKER_OPEN"], brk
+
+
+def test_after_a_revocation_the_scale_out_starts_again_from_the_running_count_once_the_breaker_closes():
+    opened_at = WARM + 3
+    closed_at = opened_at + 3
+    windows = onset(opened_at, breaker("OPEN", opened_at)) + [
+        window(i, 3000.0, 0.0, breaker("CLOSED", closed_at)) for i in range(closed_at, closed_at + 2)]
+    _, decisions = run(windows)
+    out = [d for d in decisions if d["window_end_ms"] >= end_of(closed_at)]
+    assert out and out[0]["action"] == "scale_out" and out[0]["previous_desired_replicas"] == 3
+    # The revoked scale-outs were not made: the rate limit's period starts from the three that run.
+    assert out[0]["rate_limit"]["period_start_replicas"] == 3
+
+
+def test_revoke_to():
+    opened = breaker("OPEN", 0)
+    assert coordination.revoke_to(20, 3, 5, 1, opened, False) == 5
+    assert coordination.revoke_to(20, 3, 1, 1, opened, False) == 3      # never below where it started
+    assert coordination.revoke_to(20, 3, 1, 4, opened, False) == 4      # nor min_replicas
+    assert coordination.revoke_to(20, 3, 25, 1, opened, False) is None  # all of it runs: nothing to take back
+    assert coordination.revoke_to(20, None, 5, 1, opened, False) is None
+    assert coordination.revoke_to(20, 3, 5, 1, opened, True) is None    # saturated without errors
+    assert coordination.revoke_to(20, 3, 5, 1, breaker("GRADUAL_RECOVERY", 0), False) is None
+    assert coordination.revoke_to(20, 3, 5, 1, None, False) is None
+
+
+def test_a_scale_out_through_the_open_breaker_is_not_revoked_by_a_later_window():
+    # Open from the start: saturated without errors, svc scales out through it; then a window with errors
+    # (or without data) holds further scale-outs but takes back nothing the breaker let through.
+    opened = breaker("OPEN", 0)
+    windows = [window(i, 3000.0, 0.0, opened) for i in range(WARM + 3)]
+    windows += [window(i, 3000.0, 0.5, opened) for i in range(WARM + 3, WARM + 5)]
+    _, decisions = run(windows)
+    assert [d for d in decisions if d["action"] == "scale_out"]
+    assert not [d for d in decisions if d["coordination"]["revoked"]], [
+        (d["window_end_ms"], d["action"], d["reason_code"], d["desired_replicas"]) for d in decisions]

@@ -1,3 +1,5 @@
+import json
+
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.decisions import encode
 from stormwatch.entity_control import EntityState, observe
@@ -105,7 +107,7 @@ def test_every_decision_validates_against_its_schema():
 def test_same_input_gives_identical_bytes():
     first = [encode(d) for d in run(storm())]
     assert first == [encode(d) for d in run(storm())]
-    assert len({d.split('"decision_id":"')[1][:32] for d in first}) == len(first)
+    assert len({json.loads(d)["decision_id"] for d in first}) == len(first)
 
 
 def test_state_survives_as_returned():
@@ -113,3 +115,20 @@ def test_state_survives_as_returned():
     assert isinstance(state, EntityState) and state.sequences == {"health": 1, "retry_gate": 1}
     state, decisions = observe(state, window(1, 200, 2), POLICY)
     assert [d["decision_type"] for d in decisions] == ["health"] and state.sequences["health"] == 2
+
+
+def test_a_service_health_record_names_its_breaker_as_of_the_window():
+    decisions = run(storm())
+    health = of_type(decisions, "health")
+    breakers = of_type(decisions, "breaker")
+    assert breakers
+    for h in health:
+        before = [b for b in breakers if b["window_end_ms"] <= h["window_end_ms"]]
+        if not before:
+            assert h["breaker"] is None
+            continue
+        newest = before[-1]
+        assert h["breaker"] == {"decision_id": newest["decision_id"], "state": newest["state"],
+                                "window_end_ms": newest["window_end_ms"], "enforced": newest["enforced"]}
+    instance = run([window(i, 200, 190, kind="instance") for i in range(2)])
+    assert not [d for d in instance if "breaker" in d]

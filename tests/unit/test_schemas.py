@@ -14,7 +14,7 @@ from stormwatch.sqlfiles import SQL_DIR, expand_decision_envelope
 from tests.schemas import SCHEMA_DIR, assert_valid, schema_path
 
 INPUT_TABLES = {"otlp_spans", "otlp_metrics", "raw_messages", "stormwatch_instance_metrics", "stormwatch_policy",
-                "scaling_breaker_decisions"}
+                "scaling_service_health"}
 OUTPUT_TABLES = sorted(p for p in (SQL_DIR / "tables").glob("*.sql") if p.stem not in INPUT_TABLES)
 JSON_TYPES = {"STRING": "string", "BIGINT": "integer", "INT": "integer", "DOUBLE": "number", "BOOLEAN": "boolean"}
 COLUMN = re.compile(r"^\s*`(?P<name>\w+)`\s+(?P<type>.+?),?\s*$")
