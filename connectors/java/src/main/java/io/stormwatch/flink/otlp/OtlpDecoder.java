@@ -2,6 +2,8 @@ package io.stormwatch.flink.otlp;
 
 import io.stormwatch.flink.OtlpJson;
 import io.stormwatch.flink.OtlpJson.Shape;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonToken;
 import org.apache.flink.table.data.GenericRowData;
@@ -51,6 +53,8 @@ public final class OtlpDecoder {
 
     /** Rows out: spans and messages, and how many of each were rejected. */
     long spans, rejectedSpans, rejectedMessages;
+    /** The same counts as metrics of the source that reads with this decoder (countInto), if any. */
+    private Counter spanCounter, rejectedSpanCounter, rejectedMessageCounter;
 
     public OtlpDecoder(Encoding encoding, long futureLimitSeconds, int payloadMaxChars, LongSupplier clockSeconds) {
         this.encoding = encoding;
@@ -70,6 +74,7 @@ public final class OtlpDecoder {
      * their rows.
      */
     public void spans(byte[] message, Consumer<OtlpSpan> out) {
+        long s = spans, rs = rejectedSpans, rm = rejectedMessages;
         try {
             switch (encoding) {
                 case OTLP_JSON: json(message, out); break;
@@ -81,19 +86,18 @@ public final class OtlpDecoder {
             reject("not decoded (stormwatch otlp format: " + e + ")", message,
                     encoding == Encoding.OTLP_JSON || encoding == Encoding.AUTO && isText(message), out);
         }
+        if (spanCounter != null) {
+            spanCounter.inc(spans - s);
+            rejectedSpanCounter.inc(rejectedSpans - rs);
+            rejectedMessageCounter.inc(rejectedMessages - rm);
+        }
     }
 
-    /** Spans and messages judged so far, and how many of each were rejected. */
-    public long spans() {
-        return spans;
-    }
-
-    public long rejectedSpans() {
-        return rejectedSpans;
-    }
-
-    public long rejectedMessages() {
-        return rejectedMessages;
+    /** Counts what it decodes from now on into `group` too: otlpSpans, otlpRejectedSpans, otlpRejectedMessages. */
+    public void countInto(MetricGroup group) {
+        spanCounter = group.counter("otlpSpans");
+        rejectedSpanCounter = group.counter("otlpRejectedSpans");
+        rejectedMessageCounter = group.counter("otlpRejectedMessages");
     }
 
     /** The encoding format 'otlp' names `value` (its option 'otlp.encoding'); IllegalArgumentException if none. */

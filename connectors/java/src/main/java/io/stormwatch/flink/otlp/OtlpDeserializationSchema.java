@@ -2,7 +2,6 @@ package io.stormwatch.flink.otlp;
 
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.metrics.Counter;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.util.Collector;
 
@@ -18,7 +17,6 @@ public final class OtlpDeserializationSchema implements DeserializationSchema<Ro
     private final int payloadMaxChars;
     private final TypeInformation<RowData> producedType;
     private transient OtlpDecoder decoder;
-    private transient Counter spans, rejectedSpans, rejectedMessages;
 
     OtlpDeserializationSchema(OtlpDecoder.Encoding encoding, long futureLimitSeconds, int payloadMaxChars,
                               TypeInformation<RowData> producedType) {
@@ -30,10 +28,7 @@ public final class OtlpDeserializationSchema implements DeserializationSchema<Ro
 
     @Override
     public void open(InitializationContext context) {
-        decoder();
-        spans = context.getMetricGroup().counter("otlpSpans");
-        rejectedSpans = context.getMetricGroup().counter("otlpRejectedSpans");
-        rejectedMessages = context.getMetricGroup().counter("otlpRejectedMessages");
+        decoder().countInto(context.getMetricGroup());
     }
 
     private OtlpDecoder decoder() {
@@ -46,14 +41,7 @@ public final class OtlpDeserializationSchema implements DeserializationSchema<Ro
 
     @Override
     public void deserialize(byte[] message, Collector<RowData> out) {
-        OtlpDecoder d = decoder();
-        long s = d.spans, rs = d.rejectedSpans, rm = d.rejectedMessages;
-        d.decode(message, out::collect);
-        if (spans != null) {
-            spans.inc(d.spans - s);
-            rejectedSpans.inc(d.rejectedSpans - rs);
-            rejectedMessages.inc(d.rejectedMessages - rm);
-        }
+        decoder().decode(message, out::collect);
     }
 
     @Override

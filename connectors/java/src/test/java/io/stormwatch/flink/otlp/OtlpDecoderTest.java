@@ -9,6 +9,9 @@ import io.opentelemetry.proto.trace.v1.ResourceSpans;
 import io.opentelemetry.proto.trace.v1.ScopeSpans;
 import io.opentelemetry.proto.trace.v1.Span;
 import io.opentelemetry.proto.trace.v1.Status;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.data.ArrayData;
@@ -549,5 +552,25 @@ class OtlpDecoderTest {
             assertEquals(SpanRows.FIELDS, row.getArity());
             assertTrue(row.getField(0) instanceof StringData);
         }
+    }
+
+    @Test
+    void theCountsGoToTheSourcesMetricsOncePerMessage() {
+        Map<String, Counter> counters = new LinkedHashMap<>();
+        MetricGroup group = new UnregisteredMetricsGroup() {
+            @Override
+            public Counter counter(String name) {
+                return counters.computeIfAbsent(name, n -> super.counter(n));
+            }
+        };
+        OtlpDecoder decoder = new OtlpDecoder(OtlpDecoder.Encoding.AUTO, 3600, 40, () -> NOW);
+        decoder.decode(proto(TWO_SPANS), row -> { });  // before countInto: counted by the decoder alone
+        decoder.countInto(group);
+        decoder.decode(json(TWO_SPANS).getBytes(StandardCharsets.UTF_8), row -> { });
+        decoder.decode("not otlp".getBytes(StandardCharsets.UTF_8), row -> { });
+        assertEquals(2, counters.get("otlpSpans").getCount());
+        assertEquals(0, counters.get("otlpRejectedSpans").getCount());
+        assertEquals(1, counters.get("otlpRejectedMessages").getCount());
+        assertEquals(4, decoder.spans);
     }
 }

@@ -14,7 +14,6 @@ import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsIni
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.OffsetResetStrategy;
-import org.apache.flink.metrics.Counter;
 import org.apache.flink.util.Collector;
 
 import java.time.Duration;
@@ -135,7 +134,6 @@ public final class SpanSource {
         private final long futureLimitSeconds;
         private final int payloadMaxChars;
         private transient OtlpDecoder decoder;
-        private transient Counter spans, rejectedSpans, rejectedMessages;
 
         Deserializer(String encoding, long futureLimitSeconds, int payloadMaxChars) {
             this.encoding = encoding;
@@ -146,10 +144,7 @@ public final class SpanSource {
 
         @Override
         public void open(DeserializationSchema.InitializationContext context) {
-            decoder();
-            spans = context.getMetricGroup().counter("otlpSpans");
-            rejectedSpans = context.getMetricGroup().counter("otlpRejectedSpans");
-            rejectedMessages = context.getMetricGroup().counter("otlpRejectedMessages");
+            decoder().countInto(context.getMetricGroup());
         }
 
         private OtlpDecoder decoder() {
@@ -162,14 +157,7 @@ public final class SpanSource {
 
         @Override
         public void deserialize(ConsumerRecord<byte[], byte[]> message, Collector<Record> out) {
-            OtlpDecoder d = decoder();
-            long s = d.spans(), rs = d.rejectedSpans(), rm = d.rejectedMessages();
-            records(d, message.value(), message.partition(), message.offset(), out::collect);
-            if (spans != null) {
-                spans.inc(d.spans() - s);
-                rejectedSpans.inc(d.rejectedSpans() - rs);
-                rejectedMessages.inc(d.rejectedMessages() - rm);
-            }
+            records(decoder(), message.value(), message.partition(), message.offset(), out::collect);
         }
 
         @Override

@@ -111,7 +111,7 @@ public final class TraceFacts {
             if (parent != null && !parent.service.equals(s.service)) {
                 boolean rpc = CLIENT.equals(parent.kind);
                 double gap = rpc && SERVER.equals(s.kind) ? Math.max(parent.durationMs() - duration, 0.0) : Double.NaN;
-                boolean retry = retries.contains(attemptKey(rpc ? parent : s, s.service));
+                boolean retry = !retries.isEmpty() && retries.contains(attemptKey(rpc ? parent : s, s.service));
                 out.edge(t, parent.service, s.service, false, parent.error(), error,
                         rpc ? parent.durationMs() : duration, gap, retry, s.traceId);
                 if (!Double.isNaN(gap)) {
@@ -126,7 +126,7 @@ public final class TraceFacts {
             if (CLIENT.equals(s.kind) && !children.containsKey(s.spanId)) {
                 String callee = s.callee == null ? "unknown" : s.callee;
                 out.edge(t, s.service, callee, true, error, false, duration, Double.NaN,
-                        retries.contains(attemptKey(s, callee)), s.traceId);
+                        !retries.isEmpty() && retries.contains(attemptKey(s, callee)), s.traceId);
             }
         }
         for (SpanRecord c : probes.values()) {
