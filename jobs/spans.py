@@ -20,7 +20,9 @@ import sys
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-from connectors.kafka import flink_options
+from kafka.errors import KafkaError
+
+from connectors.kafka import admin, flink_options
 from connectors.otlp import SETTINGS
 from jobs import suspects
 from jobs.common import Inserts, add_statements, define, parse_args, setup, topics_and_group
@@ -43,10 +45,41 @@ def span_variables(config, variables: dict) -> dict:
     if size % slide or tumbling % slide:
         raise SystemExit(f"[pipeline.topology] window_size_seconds ({size}) and edge_tumbling_window_seconds "
                          f"({tumbling}) must be multiples of window_slide_seconds ({slide})")
-    return {**variables, "latency_bucket_count": len(topology["latency_bucket_bounds_ms"])}
+    return {**variables, "latency_bucket_count": len(topology["latency_bucket_bounds_ms"]),
+            "window_slide_ms": slide * 1000}
 
 
-def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, str]) -> None:
+def partition_count(config, topic: str) -> int:
+    """The topic's partitions on the broker, else (not there yet, no broker) as configured to be created."""
+    try:
+        with admin(config, request_timeout_ms=10000) as client:
+            described = client.describe_topics([topic])
+        partitions = described[0].get("partitions") if described and not described[0].get("error_code") else None
+        if partitions:
+            return len(partitions)
+    except KafkaError:
+        pass
+    return int(config.topics.get(topic, {}).get("partitions", 1))
+
+
+def progress_marks(t_env, config, topic: str) -> int:
+    """How many progress marks per slide boundary each span-path subtask writes to the per-instance
+    figures (`topic`), so each of the partitions it owns gets one (io.stormwatch.flink.traces.WriterPartitioner).
+    A partition with two writers would let one writer's figures fall behind the other's mark, and the
+    health job's watermark (the latest mark per partition) would drop them: refused."""
+    parallelism = t_env._j_tenv.execEnv().getParallelism()
+    if parallelism < 1:
+        parallelism = int(config.get("flink", "parallelism"))
+    partitions = partition_count(config, topic)
+    if partitions < parallelism:
+        raise SystemExit(
+            f"topic {topic} has {partitions} partition(s), fewer than the span path's parallelism ({parallelism}): "
+            f"each span-path subtask writes its per-instance figures into partitions of its own. Add partitions "
+            f"(kafka-topics.sh --alter --topic {topic} --partitions {parallelism}) or lower the parallelism")
+    return -(-partitions // parallelism)
+
+
+def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, str], marks: int = 1) -> None:
     """The messages of `source_topic` (read with the Kafka table options `source`: group, startup and
     bounded mode, properties) decoded into span records and through the trace assembler, back as the
     views `trace_partials` and `trace_dead_letters` (io.stormwatch.flink.traces.SpanPath)."""
@@ -73,7 +106,7 @@ def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, s
         java_bounds, source_topic, JOB,
         # The watermark otlp_spans declares: per Kafka partition, on the span's end.
         int(float(spans["watermark_out_of_orderness_seconds"]) * 1000),
-        int(float(spans["idle_timeout_seconds"]) * 1000))
+        int(float(spans["idle_timeout_seconds"]) * 1000), marks)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     # Each file once: the span path and the suspects' outputs share the dead letters.
     tables = ["functions/stormwatch_functions", "tables/stormwatch_dead_letters"] + OUTPUTS
     define(t_env, load_statements(list(dict.fromkeys(tables)), variables))
-    attach_trace_assembler(t_env, config, names["source"], source)
+    attach_trace_assembler(t_env, config, names["source"], source,
+                           progress_marks(t_env, config, names["span_instances"]))
     define(t_env, load_statements(["views/trace_partials"], variables))
 
     inserts = Inserts(t_env, config, group)

@@ -46,15 +46,19 @@ FROM (
   GROUP BY window_start, window_end, service_name, span_name, span_kind
 );
 
--- Per instance and slide bucket, for the health job: the subtasks' partials of the bucket merged.
+-- Per instance and slide bucket, for the health job: each subtask's partial of the bucket as it is, and
+-- after a bucket's partials the subtask's progress marks (service and instance NULL, bucket_start_ms =
+-- bucket_end_ms = the boundary). No aggregate between: the sink is chained to its assembler subtask and
+-- writes only into partitions of its own (WriterPartitioner, sql/tables/stormwatch_span_instances.sql),
+-- so the health job's watermark per partition is the latest mark, and its windows close the moment the
+-- span path's buckets do. The health job merges partials as it merges buckets.
 INSERT INTO stormwatch_span_instances
-SELECT service, instance,
-       EXTRACT(EPOCH FROM window_start) * 1000, EXTRACT(EPOCH FROM window_end) * 1000,
-       SUM(calls), SUM(errors), MERGE_HISTOGRAMS(latency_histogram),
-       SUM_ELEMENTS(latency_buckets, ${latency_bucket_count}),
-       MIN(example_trace_id), MIN(example_error_trace_id)
-FROM TABLE(TUMBLE(TABLE instance_partials, DESCRIPTOR(rowtime), ${window_slide}))
-GROUP BY window_start, window_end, service, instance;
+SELECT k1, k2, bucket_start_ms,
+       CASE WHEN kind = 'MARK' THEN bucket_start_ms ELSE bucket_start_ms + ${window_slide_ms} END,
+       CASE WHEN kind = 'MARK' THEN 0 ELSE n[1] END, CASE WHEN kind = 'MARK' THEN 0 ELSE n[2] END,
+       h1, b, ex1, ex2
+FROM trace_partials
+WHERE kind = 'INSTANCE' OR kind = 'MARK';
 
 -- Spans the decoder rejected (with its reason), and those the assembler could not take: late (behind
 -- its watermark), or of a trace already assembled.

@@ -2,8 +2,12 @@
 -- window_slide_seconds), what its SERVER spans add up to: calls, errors, a sparse log-scale latency
 -- histogram (MERGE_HISTOGRAMS / HISTOGRAM_QUANTILE) and calls at or under each latency bound
 -- (cumulative). Written by the span path (jobs/spans.py) from the same pass over each trace as every
--- other output; the health job merges it with the instances' metrics into its windows. Buckets merge
--- into any window that is a whole number of them. Keyed by service and instance.
+-- other output, one record per instance, bucket and span-path subtask (the subtask's share: counts add,
+-- histograms merge), then after each bucket the subtask's progress marks: records with `service` and
+-- `instance` NULL and bucket_start_ms = bucket_end_ms = T, "this writer has written everything before
+-- T". Each subtask writes into partitions of its own (WriterPartitioner): one writer per partition.
+-- The health job merges the figures with the instances' metrics into its windows (any window that is a
+-- whole number of buckets). Keyed by service and instance.
 CREATE TEMPORARY TABLE stormwatch_span_instances (
   `service` STRING,
   `instance` STRING,
@@ -15,17 +19,20 @@ CREATE TEMPORARY TABLE stormwatch_span_instances (
   `latency_buckets` ARRAY<BIGINT>,
   `example_trace_id` STRING,
   `example_error_trace_id` STRING,
-  -- Read back by the health job: a bucket's event time is its start. The span path's subtasks close a
-  -- bucket at nearly the same moment, not at once: one of them may write the next bucket before another
-  -- has written this one, so the watermark trails by one bucket (a slide), never dropping a record.
-  `bucket_time` AS TO_TIMESTAMP_LTZ(`bucket_start_ms`, 3),
+  -- Read back by the health job: figures at their bucket's last millisecond, a mark at its T. A
+  -- partition has one writer, which writes a bucket's figures before the mark that closes it, so the
+  -- watermark can follow the marks with no allowance: a window closes as soon as its last bucket's mark
+  -- is on every partition.
+  `bucket_time` AS TO_TIMESTAMP_LTZ(IF(`service` IS NULL, `bucket_end_ms`, `bucket_end_ms` - 1), 3),
   `kafka_partition` INT METADATA FROM 'partition' VIRTUAL,
   `kafka_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
-  WATERMARK FOR `bucket_time` AS `bucket_time` - ${window_slide}
+  WATERMARK FOR `bucket_time` AS `bucket_time` - INTERVAL '0.001' SECOND
 ) WITH (
   ${span_instances_options},
   -- [pipeline.health] span_figures_idle_timeout_seconds: longer than an outage, so none loses a bucket.
   'scan.watermark.idle-timeout' = '${span_figures_idle_timeout}',
+  -- The span path's sink: each subtask into partitions of its own.
+  'sink.partitioner' = 'io.stormwatch.flink.traces.WriterPartitioner',
   'key.format' = 'json',
   'key.fields' = 'service;instance',
   'value.format' = 'json',

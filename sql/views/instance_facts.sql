@@ -1,6 +1,6 @@
 -- instance_facts: what the RED figures of an instance add up, one fact a row on one event-time column
 -- `t`, from both sources: its SERVER spans per slide bucket of the span path (stormwatch_span_instances:
--- calls, errors, a latency histogram) and every usable metrics record (its requests, errors, quantiles
+-- calls, errors, a latency histogram, at the bucket's last millisecond) and every usable metrics record (its requests, errors, quantiles
 -- and load). Each row carries cumulative bucket counts at the project's bounds, so one windowed
 -- aggregate merges spans and metrics into one histogram.
 CREATE TEMPORARY VIEW instance_facts AS
@@ -24,6 +24,7 @@ SELECT
   example_trace_id AS trace_id,
   example_error_trace_id AS error_trace_id
 FROM stormwatch_span_instances
+WHERE `service` IS NOT NULL -- progress marks move the watermark only
 UNION ALL
 SELECT
   service_name, service_instance_id, t,

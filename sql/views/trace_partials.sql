@@ -21,10 +21,8 @@ CREATE TEMPORARY VIEW break_partials AS
 SELECT k1 AS absorbing_service, k2 AS failing_service, n[1] AS breaks, ex1 AS example_trace_id, rowtime
 FROM trace_partials WHERE kind = 'BREAK';
 
-CREATE TEMPORARY VIEW instance_partials AS
-SELECT k1 AS service, k2 AS instance, n[1] AS calls, n[2] AS errors, h1 AS latency_histogram,
-       b AS latency_buckets, ex1 AS example_trace_id, ex2 AS example_error_trace_id, rowtime
-FROM trace_partials WHERE kind = 'INSTANCE';
+-- INSTANCE partials (and the assembler's progress marks, kind MARK) go to stormwatch_span_instances
+-- unmerged, straight from trace_partials (sql/jobs/spans.sql).
 
 CREATE TEMPORARY VIEW stage_partials AS
 SELECT k1 AS service_name, k2 AS span_name, k3 AS span_kind, n[1] AS spans, d[1] AS duration_ms,

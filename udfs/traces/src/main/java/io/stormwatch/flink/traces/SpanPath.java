@@ -25,14 +25,15 @@ public final class SpanPath {
     /**
      * `sourceOptions`: the Kafka table options of the source topic ({@link SpanSource#kafka}); `encoding`,
      * `futureLimitSeconds`, `payloadMaxChars` as format 'otlp' takes them; the watermark's bound and idle
-     * timeout as the table's.
+     * timeout as the table's; `marks`: progress marks per slide boundary ({@link TraceAssembler},
+     * {@link WriterPartitioner#marksPerBoundary}).
      */
     public static void register(StreamTableEnvironment tEnv, StreamExecutionEnvironment env,
                                 Map<String, String> sourceOptions, String encoding, long futureLimitSeconds,
                                 int payloadMaxChars, String partialsView, String deadView,
                                 long quietMs, long rootWaitMs, long followDelayMs, long maxHoldMs, long slideMs,
                                 double[] boundsMs,
-                                String sourceTopic, String job, long outOfOrdernessMs, long idleMs) {
+                                String sourceTopic, String job, long outOfOrdernessMs, long idleMs, int marks) {
         SingleOutputStreamOperator<EncodedSpan> decoded = env
                 .fromSource(SpanSource.kafka(sourceOptions, encoding, futureLimitSeconds, payloadMaxChars),
                         SpanSource.watermarks(outOfOrdernessMs, idleMs), "otlp_spans")
@@ -44,7 +45,7 @@ public final class SpanPath {
                 .keyBy(r -> r.route, Types.STRING)
                 .transform("assemble traces", TraceAssembler.PARTIAL_TYPE,
                         new TraceAssembler(quietMs, rootWaitMs, followDelayMs, maxHoldMs, slideMs, boundsMs,
-                                sourceTopic, job))
+                                sourceTopic, job, marks))
                 .uid("trace-assembler");
         tEnv.createTemporaryView(partialsView, tEnv.fromDataStream(partials, Schema.newBuilder()
                 .columnByMetadata("rowtime", "TIMESTAMP_LTZ(3)")

@@ -49,6 +49,15 @@ import java.util.List;
  * the bucket's end. A span at or behind that output watermark that would start a trace is late, and a
  * span of a trace that was already assembled came too late to join it: both go to the dead letters with
  * the reason, counted.
+ *
+ * Progress marks: each time the output watermark reaches a slide boundary T, `marks` rows of kind MARK
+ * (bucket_start_ms T) follow the bucket's partials: "this subtask has emitted everything before T". The
+ * span path writes its INSTANCE partials and these marks straight to stormwatch_span_instances, each
+ * subtask into partitions of its own ({@link WriterPartitioner}), so a reader's watermark per partition
+ * can be the latest mark, with no allowance for other writers, and a health window closes the moment the
+ * span path's buckets do. After a restore the subtask takes the output watermark of the slowest
+ * subtask, so it may accept a trace before a mark already written: an INSTANCE partial of a bucket
+ * ending before the highest such mark is placed in the bucket starting there (counted), never behind it.
  */
 public class TraceAssembler extends AbstractStreamOperator<Row>
         implements OneInputStreamOperator<EncodedSpan, Row>, Triggerable<String, VoidNamespace> {
@@ -80,10 +89,15 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     private transient long lastOut;
     /** The last watermark passed on: lastOut rounded down to just before a slide boundary. */
     private transient long lastEmitted;
-    private transient Counter traces, lateSpans, afterAssembly, lostProbes;
+    /** After a restore, the highest progress mark any subtask may have written; else Long.MIN_VALUE. */
+    private transient long markedUpTo;
+    private transient Counter traces, lateSpans, afterAssembly, lostProbes, shiftedInstanceFigures;
+    private final int marks;
 
+    /** `marks`: how many MARK rows per slide boundary (one for each partition a writer owns, at most). */
     public TraceAssembler(long quietMs, long rootWaitMs, long followDelayMs, long maxHoldMs, long slideMs,
-                          double[] boundsMs, String sourceTopic, String job) {
+                          double[] boundsMs, String sourceTopic, String job, int marks) {
+        this.marks = Math.max(1, marks);
         this.quietMs = quietMs;
         this.rootWaitMs = Math.max(rootWaitMs, quietMs);
         this.followDelayMs = followDelayMs;
@@ -100,6 +114,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         partials = new Partials(slideMs, boundsMs);
         lastOut = Long.MIN_VALUE;
         lastEmitted = Long.MIN_VALUE;
+        markedUpTo = Long.MIN_VALUE;
         partialsState = context.getOperatorStateStore().getListState(
                 new ListStateDescriptor<>("window-partials", byte[].class));
         // Union: after a restore each subtask starts from the lowest output watermark of all, so it
@@ -111,9 +126,15 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             for (byte[] bytes : partialsState.get()) {
                 partials.restore(new DataInputStream(new ByteArrayInputStream(bytes)));
             }
-            long lowest = Long.MAX_VALUE;
-            for (Long w : watermarkState.get()) lowest = Math.min(lowest, w);
+            long lowest = Long.MAX_VALUE, highest = Long.MIN_VALUE;
+            for (Long w : watermarkState.get()) {
+                lowest = Math.min(lowest, w);
+                highest = Math.max(highest, w);
+            }
             lastOut = lowest == Long.MAX_VALUE ? Long.MIN_VALUE : lowest;
+            if (highest != Long.MIN_VALUE && highest != Long.MAX_VALUE) {
+                markedUpTo = Math.floorDiv(highest + 1, slideMs) * slideMs;
+            }
         }
     }
 
@@ -130,6 +151,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         lateSpans = getMetricGroup().counter("lateSpans");
         afterAssembly = getMetricGroup().counter("spansAfterAssembly");
         lostProbes = getMetricGroup().counter("linksAfterAssembly");
+        shiftedInstanceFigures = getMetricGroup().counter("instanceFiguresShifted");
     }
 
     @Override
@@ -238,7 +260,12 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         long out = in == Long.MAX_VALUE ? in : in < Long.MIN_VALUE + quietMs ? Long.MIN_VALUE : in - quietMs;
         if (out > lastOut) {
             for (Partials.Partial p : partials.closeUpTo(out)) {
-                output.collect(new StreamRecord<>(row(p), p.bucketStartMs));
+                long at = p.bucketStartMs;
+                if (p.kind == Partials.Kind.INSTANCE && at + slideMs <= markedUpTo) {
+                    at = markedUpTo;
+                    shiftedInstanceFigures.inc();
+                }
+                output.collect(new StreamRecord<>(row(p, at), at));
             }
             lastOut = out;
             // Downstream, windows end on slide boundaries: a watermark between two of them closes
@@ -247,6 +274,10 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
             long visible = out == Long.MAX_VALUE ? out : Math.floorDiv(out + 1, slideMs) * slideMs - 1;
             if (visible > lastEmitted) {
                 lastEmitted = visible;
+                if (visible != Long.MAX_VALUE) {
+                    Row progress = mark(visible + 1);
+                    for (int i = 0; i < marks; i++) output.collect(new StreamRecord<>(progress, visible + 1));
+                }
                 output.emitWatermark(new Watermark(visible));
             }
         }
@@ -263,14 +294,20 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         watermarkState.update(List.of(lastOut));
     }
 
-    private static Row row(Partials.Partial p) {
+    /** A progress mark: every partial before `upToMs` has been emitted. */
+    static Row mark(long upToMs) {
+        return Row.of("MARK", null, null, null, false, upToMs, new Long[0], new Double[0], new Long[0],
+                new Long[0], new Long[0], null, null);
+    }
+
+    static Row row(Partials.Partial p, long bucketStartMs) {
         Long[] n = new Long[p.n.length];
         for (int i = 0; i < n.length; i++) n[i] = p.n[i];
         Double[] d = new Double[p.d.length];
         for (int i = 0; i < d.length; i++) d[i] = p.d[i];
         Long[] b = new Long[p.b.length];
         for (int i = 0; i < b.length; i++) b[i] = p.b[i];
-        return Row.of(p.kind.name(), p.k1, p.k2, p.k3, p.flag, p.bucketStartMs, n, d, p.h1.toPairs(),
+        return Row.of(p.kind.name(), p.k1, p.k2, p.k3, p.flag, bucketStartMs, n, d, p.h1.toPairs(),
                 p.h2.toPairs(), b, p.ex1, p.ex2);
     }
 
