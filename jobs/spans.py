@@ -62,21 +62,26 @@ def partition_count(config, topic: str) -> int:
     return int(config.topics.get(topic, {}).get("partitions", 1))
 
 
-def progress_marks(t_env, config, topic: str) -> int:
-    """How many progress marks per slide boundary each span-path subtask writes to the per-instance
-    figures (`topic`), so each of the partitions it owns gets one (io.stormwatch.flink.traces.WriterPartitioner).
-    A partition with two writers would let one writer's figures fall behind the other's mark, and the
-    health job's watermark (the latest mark per partition) would drop them: refused."""
-    parallelism = t_env._j_tenv.execEnv().getParallelism()
-    if parallelism < 1:
-        parallelism = int(config.get("flink", "parallelism"))
-    partitions = partition_count(config, topic)
+def marks_per_writer(topic: str, partitions: int, parallelism: int) -> int:
+    """How many progress marks per slide boundary each of `parallelism` span-path subtasks writes to the
+    per-instance figures (`topic`, `partitions` partitions), so each partition it owns gets one
+    (io.stormwatch.flink.traces.WriterPartitioner). A partition with two writers would let one writer's
+    figures fall behind the other's mark, and the health job's watermark (the latest mark per partition)
+    would drop them: refused."""
     if partitions < parallelism:
         raise SystemExit(
             f"topic {topic} has {partitions} partition(s), fewer than the span path's parallelism ({parallelism}): "
             f"each span-path subtask writes its per-instance figures into partitions of its own. Add partitions "
             f"(kafka-topics.sh --alter --topic {topic} --partitions {parallelism}) or lower the parallelism")
     return -(-partitions // parallelism)
+
+
+def progress_marks(t_env, config, topic: str) -> int:
+    """marks_per_writer for this job's parallelism and the topic as it is on the broker."""
+    parallelism = t_env._j_tenv.execEnv().getParallelism()
+    if parallelism < 1:
+        parallelism = int(config.get("flink", "parallelism"))
+    return marks_per_writer(topic, partition_count(config, topic), parallelism)
 
 
 def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, str], marks: int = 1) -> None:
