@@ -160,6 +160,18 @@ def committed_records(config: KafkaConfig, topic: str, quiet_s: float = 30.0) ->
         client.close()
 
 
+def partition_count(config: KafkaConfig, topic: str) -> int:
+    """How many partitions `topic` has on the broker; 0 if it does not exist (or the broker does not answer)."""
+    try:
+        client = consumer(config)
+    except KafkaError:
+        return 0
+    try:
+        return len(client.partitions_for_topic(topic) or ())
+    finally:
+        client.close()
+
+
 def broker_ready(config: KafkaConfig) -> bool:
     try:
         with admin(config, request_timeout_ms=2000, bootstrap_timeout_ms=2000) as client:

@@ -20,9 +20,7 @@ import sys
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-from kafka.errors import KafkaError
-
-from connectors.kafka import admin, flink_options
+from connectors.kafka import flink_options, partition_count
 from connectors.otlp import SETTINGS
 from jobs import suspects
 from jobs.common import Inserts, add_statements, define, parse_args, setup, topics_and_group
@@ -49,19 +47,6 @@ def span_variables(config, variables: dict) -> dict:
             "window_slide_ms": slide * 1000}
 
 
-def partition_count(config, topic: str) -> int:
-    """The topic's partitions on the broker, else (not there yet, no broker) as configured to be created."""
-    try:
-        with admin(config, request_timeout_ms=10000) as client:
-            described = client.describe_topics([topic])
-        partitions = described[0].get("partitions") if described and not described[0].get("error_code") else None
-        if partitions:
-            return len(partitions)
-    except KafkaError:
-        pass
-    return int(config.topics.get(topic, {}).get("partitions", 1))
-
-
 def marks_per_writer(topic: str, partitions: int, parallelism: int) -> int:
     """How many progress marks per slide boundary each of `parallelism` span-path subtasks writes to the
     per-instance figures (`topic`, `partitions` partitions), so each partition it owns gets one
@@ -77,11 +62,13 @@ def marks_per_writer(topic: str, partitions: int, parallelism: int) -> int:
 
 
 def progress_marks(t_env, config, topic: str) -> int:
-    """marks_per_writer for this job's parallelism and the topic as it is on the broker."""
+    """marks_per_writer for this job's parallelism and the topic as it is on the broker (as configured
+    to be created if it is not there yet)."""
     parallelism = t_env._j_tenv.execEnv().getParallelism()
     if parallelism < 1:
         parallelism = int(config.get("flink", "parallelism"))
-    return marks_per_writer(topic, partition_count(config, topic), parallelism)
+    partitions = partition_count(config, topic) or int(config.topics.get(topic, {}).get("partitions", 1))
+    return marks_per_writer(topic, partitions, parallelism)
 
 
 def attach_trace_assembler(t_env, config, source_topic: str, source: dict[str, str], marks: int = 1) -> None:

@@ -55,8 +55,7 @@ FROM (
 INSERT INTO stormwatch_span_instances
 SELECT k1, k2, bucket_start_ms,
        CASE WHEN kind = 'MARK' THEN bucket_start_ms ELSE bucket_start_ms + ${window_slide_ms} END,
-       CASE WHEN kind = 'MARK' THEN 0 ELSE n[1] END, CASE WHEN kind = 'MARK' THEN 0 ELSE n[2] END,
-       h1, b, ex1, ex2
+       n[1], n[2], h1, b, ex1, ex2
 FROM trace_partials
 WHERE kind = 'INSTANCE' OR kind = 'MARK';
 

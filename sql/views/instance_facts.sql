@@ -1,8 +1,8 @@
 -- instance_facts: what the RED figures of an instance add up, one fact a row on one event-time column
 -- `t`, from both sources: its SERVER spans per slide bucket of the span path (stormwatch_span_instances:
--- calls, errors, a latency histogram, at the bucket's last millisecond) and every usable metrics record (its requests, errors, quantiles
--- and load). Each row carries cumulative bucket counts at the project's bounds, so one windowed
--- aggregate merges spans and metrics into one histogram.
+-- calls, errors, a latency histogram, at the bucket's last millisecond) and every usable metrics record
+-- (its requests, errors, quantiles and load). Each row carries cumulative bucket counts at the project's
+-- bounds, so one windowed aggregate merges spans and metrics into one histogram.
 CREATE TEMPORARY VIEW instance_facts AS
 SELECT
   service AS service_name,

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from connectors.kafka import consumer
+from connectors.kafka import partition_count
 from connectors.otlp import encode_json, encoder
 from stormwatch import catalog
 from stormwatch.config import Config
@@ -53,16 +53,6 @@ def metrics_topic(config: Config, metrics_format: MetricsFormat) -> str:
     return catalog.topics(config)["otlp_metrics" if metrics_format == "otlp" else "metrics"]
 
 
-def partitions(config: Config, topic: str) -> int:
-    """How many partitions `topic` has on the broker (1 if it does not exist yet: sending then fails
-    naming it)."""
-    client = consumer(config)
-    try:
-        return len(client.partitions_for_topic(topic) or ()) or 1
-    finally:
-        client.close()
-
-
 def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: float | None, seed: int,
              metrics_format: MetricsFormat | None = "native", live: bool = True,
              stop: threading.Event | None = None) -> Sent:
@@ -74,7 +64,9 @@ def generate(config: Config, schedule: Schedule, rate_per_s: float, duration_s: 
     topics = {"spans": catalog.topics(config)["source"],
               "metrics": metrics_topic(config, metrics_format or "native")}
     stream = outputs(generator, rate_per_s, duration_s, int(settings["export_batch_ms"]),
-                     int(settings["max_spans_per_message"]), metrics_format, partitions(config, topics["spans"]))
+                     int(settings["max_spans_per_message"]), metrics_format,
+                     # 1 if it does not exist yet: sending then fails naming it
+                     partition_count(config, topics["spans"]) or 1)
     sent = Sent()
     # Spans in the encoding flatten_spans reads; metrics stay JSON (native or otlp_json).
     encode_spans = encoder(config.get("pipeline", "spans", "encoding"))

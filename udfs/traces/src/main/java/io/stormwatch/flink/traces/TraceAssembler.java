@@ -294,13 +294,13 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         watermarkState.update(List.of(lastOut));
     }
 
-    /** A progress mark: every partial before `upToMs` has been emitted. */
+    /** A progress mark: every partial before `upToMs` has been emitted. No calls, no errors (n). */
     static Row mark(long upToMs) {
-        return Row.of("MARK", null, null, null, false, upToMs, new Long[0], new Double[0], new Long[0],
+        return Row.of("MARK", null, null, null, false, upToMs, new Long[] {0L, 0L}, new Double[0], new Long[0],
                 new Long[0], new Long[0], null, null);
     }
 
-    static Row row(Partials.Partial p, long bucketStartMs) {
+    private static Row row(Partials.Partial p, long bucketStartMs) {
         Long[] n = new Long[p.n.length];
         for (int i = 0; i < n.length; i++) n[i] = p.n[i];
         Double[] d = new Double[p.d.length];

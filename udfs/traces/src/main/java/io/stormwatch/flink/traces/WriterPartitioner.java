@@ -37,8 +37,13 @@ public final class WriterPartitioner implements KafkaPartitioner<RowData> {
     int index(boolean mark, byte[] key, int count) {
         if (count < subtasks) return subtask % count;
         int owned = (count - subtask + subtasks - 1) / subtasks; // positions subtask, subtask + subtasks, ...
-        int choice = mark ? nextMark++ % owned : Math.floorMod(Arrays.hashCode(key), owned);
-        if (nextMark < 0) nextMark = 0;
+        int choice;
+        if (mark) {
+            choice = nextMark;
+            nextMark = (nextMark + 1) % owned;
+        } else {
+            choice = Math.floorMod(Arrays.hashCode(key), owned);
+        }
         return subtask + choice * subtasks;
     }
 

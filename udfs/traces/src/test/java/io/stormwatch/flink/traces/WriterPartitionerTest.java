@@ -66,5 +66,6 @@ class WriterPartitionerTest {
         assertEquals("MARK", mark.getField(0));
         assertEquals(null, mark.getField(1));
         assertEquals(20_000L, mark.getField(5));
+        assertEquals(java.util.List.of(0L, 0L), java.util.Arrays.asList((Long[]) mark.getField(6)), "no calls, no errors");
     }
 }
