@@ -8,6 +8,7 @@ import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.runtime.state.KeyedStateBackend;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
@@ -28,6 +29,9 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 /**
  * Assembles each trace once: its spans (and the link probes naming them) are kept in keyed state,
@@ -49,6 +53,12 @@ import java.util.List;
  * the bucket's end. A span at or behind that output watermark that would start a trace is late, and a
  * span of a trace that was already assembled came too late to join it: both go to the dead letters with
  * the reason, counted.
+ *
+ * An assembled trace's refusal lasts `maxHold` of event time. It is a keyed value (its end) and an entry
+ * in a wheel of one-second buckets that clears it once the watermark passes, not a timer: a timer per
+ * assembled trace kept a timer queue of every trace of the last minute (at 10k traces/s 600k timers,
+ * and the queue's upkeep a tenth of the job's time, bench/README.md). The wheel is not checkpointed; on
+ * a restore it is rebuilt from the keyed values, which follow their keys when the job is rescaled.
  *
  * Progress marks: each time the output watermark reaches a slide boundary T, `marks` rows of kind MARK
  * (bucket_start_ms T) follow the bucket's partials: "this subtask has emitted everything before T". The
@@ -82,6 +92,9 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     private transient ValueState<long[]> meta;
     /** Set once the trace is assembled: until when later spans of it are refused. */
     private transient ValueState<Long> assembled;
+    /** Trace ids whose refusal ends in each second (the bucket's end, ms): cleared as the watermark passes. */
+    private transient TreeMap<Long, List<String>> refusals;
+    private transient boolean restored;
     private transient InternalTimerService<VoidNamespace> timers;
     private transient Partials partials;
     private transient ListState<byte[]> partialsState;
@@ -115,6 +128,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         lastOut = Long.MIN_VALUE;
         lastEmitted = Long.MIN_VALUE;
         markedUpTo = Long.MIN_VALUE;
+        restored = context.isRestored();
         partialsState = context.getOperatorStateStore().getListState(
                 new ListStateDescriptor<>("window-partials", byte[].class));
         // Union: after a restore each subtask starts from the lowest output watermark of all, so it
@@ -147,6 +161,20 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         meta = getRuntimeContext().getState(metaDescriptor);
         assembled = getRuntimeContext().getState(new ValueStateDescriptor<>("assembled", Types.LONG));
         timers = getInternalTimerService("trace-quiet", VoidNamespaceSerializer.INSTANCE, this);
+        refusals = new TreeMap<>();
+        if (restored) {
+            // The wheel from the refusals this subtask's keys hold (after a rescale, other keys than before).
+            KeyedStateBackend<String> backend = getKeyedStateBackend();
+            List<String> keys;
+            try (Stream<String> all = backend.getKeys("assembled", VoidNamespace.INSTANCE)) {
+                keys = all.collect(Collectors.toList());
+            }
+            for (String key : keys) {
+                setCurrentKey(key);
+                Long until = assembled.value();
+                if (until != null) refuseUntil(key, until);
+            }
+        }
         traces = getMetricGroup().counter("tracesAssembled");
         lateSpans = getMetricGroup().counter("lateSpans");
         afterAssembly = getMetricGroup().counter("spansAfterAssembly");
@@ -162,7 +190,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         long[] m = meta(meta.value());
         // A span behind the output watermark may still join a trace being assembled (its facts go to the
         // trace's end, after the watermark); it cannot start one.
-        if (m == null && (endMs <= lastOut || assembled.value() != null)) {
+        if (m == null && (endMs <= lastOut || refused())) {
             if (probe) {
                 lostProbes.inc();
             } else if (endMs <= lastOut) {
@@ -202,6 +230,32 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         meta.update(m);
     }
 
+    /** Whether the current trace was assembled and its later spans are still refused. */
+    private boolean refused() throws Exception {
+        Long until = assembled.value();
+        if (until == null) return false;
+        if (until > timers.currentWatermark()) return true;
+        assembled.clear(); // ended, its wheel bucket not reached yet
+        return false;
+    }
+
+    private void refuseUntil(String key, long until) {
+        long bucket = Math.floorDiv(until, 1000L) * 1000L + 999L; // the last ms of until's second
+        refusals.computeIfAbsent(bucket, b -> new ArrayList<>()).add(key);
+    }
+
+    /** Clears the refusals that end at or before the watermark. */
+    private void endRefusals(long watermark) throws Exception {
+        while (!refusals.isEmpty() && refusals.firstKey() <= watermark) {
+            for (String key : refusals.pollFirstEntry().getValue()) {
+                setCurrentKey(key);
+                Long until = assembled.value();
+                // Not one assembled again since (a trace id seen after its refusal ended): its own entry clears it.
+                if (until != null && until <= watermark) assembled.clear();
+            }
+        }
+    }
+
     /** A trace's meta as this version keeps it (one saved before the root flag: taken as rooted). */
     private static long[] meta(long[] m) {
         if (m == null || m.length >= 5) return m;
@@ -222,7 +276,8 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
     public void onEventTime(InternalTimer<String, VoidNamespace> timer) throws Exception {
         long[] m = meta(meta.value());
         if (m == null) {
-            // The end of an assembled trace's refusal period.
+            // The end of an assembled trace's refusal period, from a savepoint of the version that kept
+            // one timer per refusal.
             Long until = assembled.value();
             if (until != null && until == timer.getTimestamp()) assembled.clear();
             return;
@@ -245,7 +300,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         meta.clear();
         long until = timer.getTimestamp() + maxHoldMs;
         assembled.update(until);
-        timers.registerEventTimeTimer(VoidNamespace.INSTANCE, until);
+        refuseUntil(timer.getKey(), until);
     }
 
     @Override
@@ -256,6 +311,7 @@ public class TraceAssembler extends AbstractStreamOperator<Row>
         if (timeServiceManager != null) {
             timeServiceManager.advanceWatermark(mark); // assembles every trace quiet by now
         }
+        endRefusals(mark.getTimestamp());
         long in = mark.getTimestamp();
         long out = in == Long.MAX_VALUE ? in : in < Long.MIN_VALUE + quietMs ? Long.MIN_VALUE : in - quietMs;
         if (out > lastOut) {
