@@ -24,10 +24,19 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="stop at the offsets that are the latest when the job starts (replays, backfills, tests)",
     )
-    parser.add_argument(
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
         "--from-earliest",
         action="store_true",
         help="read the input topics from the beginning instead of the consumer group's committed offsets",
+    )
+    start.add_argument(
+        "--from-timestamp",
+        type=int,
+        metavar="EPOCH_MS",
+        help="read the input topics from their first records written at or after this time (Kafka record "
+             "timestamps, epoch ms) instead of the consumer group's committed offsets: what `stormwatch demo` "
+             "does, so records of an earlier run are not read again",
     )
     # Override topic names from the configuration, e.g. to run against a test's own topics.
     parser.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME",
@@ -52,6 +61,9 @@ def source_options(args: argparse.Namespace, group_id: str) -> dict[str, str]:
         # A new group starts at the beginning of the topic: no span produced before the job is missed.
         "properties.auto.offset.reset": "earliest",
     }
+    if getattr(args, "from_timestamp", None) is not None:
+        options["scan.startup.mode"] = "timestamp"
+        options["scan.startup.timestamp-millis"] = str(args.from_timestamp)
     if args.bounded:
         options["scan.bounded.mode"] = "latest-offset"
     return options

@@ -216,7 +216,8 @@ def cmd_backtest(args) -> None:
 def cmd_demo(args) -> None:
     from stormwatch.demo import run_demo
 
-    run_demo(load(args.config), rate=args.rate, duration=args.duration, seed=args.seed, schedule_spec=args.schedule)
+    run_demo(load(args.config), rate=args.rate, duration=args.duration, seed=args.seed, schedule_spec=args.schedule,
+             resume=args.resume)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -311,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--schedule", default="storm", help="the fault schedule: a preset or a file, as for generate")
+    p.add_argument("--resume", action="store_true",
+                   help="the jobs continue from their consumer groups' offsets, records of earlier runs included "
+                        "(default: a fresh run, reading only what is written after the demo starts)")
     p.set_defaults(func=cmd_demo)
     return parser
 

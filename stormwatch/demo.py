@@ -54,10 +54,15 @@ def _stopping(signum, frame):
     say("stopping: the jobs and the broker are being stopped, please wait")
 
 
-def run_demo(config: Config, rate: float, duration: float | None, seed: int, schedule_spec: str) -> None:
+def run_demo(config: Config, rate: float, duration: float | None, seed: int, schedule_spec: str,
+             resume: bool = False) -> None:
     # Ctrl-C and `kill` both stop the demo cleanly, even where the shell started it with SIGINT ignored.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    # Runs never mix: the jobs read what is written from now on (Kafka record timestamps), not what an
+    # earlier run left in the topics and their consumer groups, unless asked to resume.
+    since_ms = int(time.time() * 1000)
+    job_args = [] if resume else ["--from-timestamp", str(since_ms)]
     schedule = load_schedule(schedule_spec)
     style = Style.of(load_policy(default_file(config)), colour=sys.stdout.isatty())
     broker = KafkaBroker(config)
@@ -72,6 +77,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
             say(f"topic {line}")
         names = catalog.topics(config)
         job_config = _job_config(config)
+        say(_reading_from(since_ms, resume))
         # The jobs the first table needs (the span path and health) start first, the rest (scaling) once
         # it is shown, or LATER_JOBS_AFTER_S after the traffic starts: three embedded Flink processes
         # starting at once on two cores took 52 s before the span path read, health the longest of them
@@ -80,7 +86,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
         later = [job for job in job_registry.CHAIN if job not in FIRST_TABLE_JOBS]
         for job in job_registry.CHAIN:
             if job not in later:
-                jobs.append(_start_job(config, job_config, job))
+                jobs.append(_start_job(config, job_config, job, job_args))
         traffic_since: float | None = None
 
         def advance(table_shown: bool) -> None:
@@ -91,7 +97,7 @@ def run_demo(config: Config, rate: float, duration: float | None, seed: int, sch
                 traffic_since = time.monotonic()
             if table_shown or time.monotonic() - traffic_since >= LATER_JOBS_AFTER_S:
                 while later:
-                    jobs.append(_start_job(config, job_config, later.pop(0)))
+                    jobs.append(_start_job(config, job_config, later.pop(0), job_args))
 
         state, lock = DashboardState(), threading.Lock()
         server = _serve_page(config, state, lock, style)
@@ -135,20 +141,33 @@ def say(text: str) -> None:
 
 def _job_config(config: Config) -> Path:
     """The configuration the demo's jobs run with: the user's, at [demo] job_parallelism, since three
-    embedded jobs share the machine's cores and the demo's traffic is small."""
+    embedded jobs share the machine's cores and the demo's traffic is small, and with the health job's
+    idle timeout at [demo] health_idle_timeout_seconds (the demo sends no OTLP metrics)."""
     path = config.runtime_dir / "demo-jobs.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"base = {json.dumps(str(config.path))}\n[flink]\n"
-                    f"parallelism = {int(config.get('demo', 'job_parallelism'))}\n")
+                    f"parallelism = {int(config.get('demo', 'job_parallelism'))}\n"
+                    f"[pipeline.health]\n"
+                    f"idle_timeout_seconds = {int(config.get('demo', 'health_idle_timeout_seconds'))}\n")
     return path
 
 
-def _start_job(config: Config, job_config: Path, job: str) -> tuple[str, subprocess.Popen]:
+def _reading_from(since_ms: int, resume: bool) -> str:
+    if resume:
+        return ("resuming: the jobs continue from where their consumer groups left off, so records of earlier "
+                "runs still in the topics are read (and decided on) first")
+    clock = time.strftime("%H:%M:%S", time.gmtime(since_ms / 1000))
+    return (f"a fresh run: the jobs read what is written from {clock} UTC on; records of earlier runs stay in "
+            f"the topics unread (--resume continues from the jobs' consumer groups instead)")
+
+
+def _start_job(config: Config, job_config: Path, job: str, job_args: list[str]) -> tuple[str, subprocess.Popen]:
     log_dir = config.runtime_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = (log_dir / f"demo-{job}.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stormwatch.cli", "--config", str(job_config), "run", job],
+        [sys.executable, "-m", "stormwatch.cli", "--config", str(job_config), "run", job,
+         *(["--", *job_args] if job_args else [])],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

@@ -48,28 +48,34 @@ public final class SpanSource {
 
     /**
      * The Kafka source of `options`: the WITH options a Kafka table on the topic would have (connectors/kafka.py
-     * `flink_options`): 'topic', 'properties.*', 'scan.startup.mode' (earliest-offset or group-offsets, the
-     * latter starting where 'properties.auto.offset.reset' says when the group has no offsets) and optionally
-     * 'scan.bounded.mode' = 'latest-offset'. Any other option is refused: none is silently ignored.
+     * `flink_options`): 'topic', 'properties.*', 'scan.startup.mode' (earliest-offset, group-offsets, the
+     * latter starting where 'properties.auto.offset.reset' says when the group has no offsets, or timestamp
+     * with 'scan.startup.timestamp-millis': each partition from its first record written at or after it) and
+     * optionally 'scan.bounded.mode' = 'latest-offset'. Any other option is refused: none is silently ignored.
      */
     public static KafkaSource<Record> kafka(Map<String, String> options, String encoding, long futureLimitSeconds,
                                             int payloadMaxChars) {
         Properties properties = new Properties();
-        String topic = null, startup = "group-offsets", bounded = null;
+        String topic = null, startup = "group-offsets", bounded = null, startupMillis = null;
         for (Map.Entry<String, String> o : options.entrySet()) {
             String key = o.getKey();
             if (key.startsWith("properties.")) properties.setProperty(key.substring("properties.".length()), o.getValue());
             else if (key.equals("topic")) topic = o.getValue();
             else if (key.equals("scan.startup.mode")) startup = o.getValue();
             else if (key.equals("scan.bounded.mode")) bounded = o.getValue();
+            else if (key.equals("scan.startup.timestamp-millis")) startupMillis = o.getValue();
             else if (!(key.equals("connector") && o.getValue().equals("kafka"))) {
                 throw new IllegalArgumentException("the span path's Kafka source does not take the option '" + key + "'");
             }
         }
         if (topic == null) throw new IllegalArgumentException("the span path's Kafka source needs a 'topic'");
-        if (!startup.equals("earliest-offset") && !startup.equals("group-offsets")) {
+        if (!startup.equals("earliest-offset") && !startup.equals("group-offsets") && !startup.equals("timestamp")) {
             throw new IllegalArgumentException("scan.startup.mode '" + startup + "': the span path's source takes "
-                    + "earliest-offset or group-offsets");
+                    + "earliest-offset, group-offsets or timestamp");
+        }
+        if (startup.equals("timestamp") != (startupMillis != null)) {
+            throw new IllegalArgumentException("'scan.startup.timestamp-millis' goes with scan.startup.mode "
+                    + "'timestamp', and only with it");
         }
         if (bounded != null && !bounded.equals("latest-offset")) {
             throw new IllegalArgumentException("scan.bounded.mode '" + bounded + "': the span path's source takes latest-offset");
@@ -81,6 +87,8 @@ public final class SpanSource {
                 .setDeserializer(deserializer);
         if (startup.equals("earliest-offset")) {
             builder.setStartingOffsets(OffsetsInitializer.earliest());
+        } else if (startup.equals("timestamp")) {
+            builder.setStartingOffsets(OffsetsInitializer.timestamp(Long.parseLong(startupMillis)));
         } else {
             // As the table source: a partition without committed offsets starts where auto.offset.reset says.
             String reset = properties.getProperty("auto.offset.reset", "none").toUpperCase(Locale.ROOT);

@@ -250,5 +250,10 @@ class SpanSourceTest {
                 Map.of("connector", "kafka", "topic", "t", "format", "json"), "auto", 3600, 100));
         assertThrows(IllegalArgumentException.class, () -> SpanSource.kafka(
                 Map.of("connector", "kafka", "topic", "t"), "otlp_xml", 3600, 100));
+        // A start time without its mode, or the mode without its time.
+        assertThrows(IllegalArgumentException.class, () -> SpanSource.kafka(
+                Map.of("connector", "kafka", "topic", "t", "scan.startup.timestamp-millis", "1"), "auto", 3600, 100));
+        assertThrows(IllegalArgumentException.class, () -> SpanSource.kafka(
+                Map.of("connector", "kafka", "topic", "t", "scan.startup.mode", "timestamp"), "auto", 3600, 100));
     }
 }
