@@ -188,7 +188,7 @@ def cmd_policy(args) -> None:
     from stormwatch.policy import default_file, warnings
     from stormwatch.policy import load as load_policy
     from stormwatch.policy_signing import UNAUTHENTICATED, sign, signing_key
-    from stormwatch.replay import send
+    from stormwatch.replay import DeliveryError, send
 
     config = load(args.config)
     path = Path(args.file) if args.file else default_file(config)
@@ -206,7 +206,13 @@ def cmd_policy(args) -> None:
     if key is None:
         print(f"warning: publishing unsigned: {UNAUTHENTICATED}", file=sys.stderr)
     topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
-    send(config, [(topic, policy.name.encode(), json.dumps(document, sort_keys=True).encode())], {topic}, total=1)
+    try:
+        send(config, [(topic, policy.name.encode(), json.dumps(document, sort_keys=True).encode())], {topic}, total=1)
+    except DeliveryError as e:
+        if "AuthorizationFailed" not in str(e):
+            raise
+        raise ValueError(f"the broker refused this principal's policy record on {topic}: publishing a policy needs "
+                         f"WRITE on the topic (a Kafka ACL; README, Securing the policy topic). {e}") from None
     signed = "unsigned" if key is None else f"signed with the key from {key.source}"
     print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}, {signed}")
 
