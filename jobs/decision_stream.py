@@ -24,6 +24,7 @@ from stormwatch import catalog
 from stormwatch.config import Config
 from stormwatch.decisions import encode
 from stormwatch.policy import Policy, apply_update, default_file, load, warning_reason, warnings
+from stormwatch.policy_signing import UNAUTHENTICATED, SigningKey, apply_signed_update, signing_key
 from stormwatch.sqlfiles import load_statements
 
 LOG = logging.getLogger(__name__)
@@ -45,20 +46,26 @@ class PolicyGate(KeyedProcessFunction):
     every parallel instance of the decisions as broadcast state; a rejected one goes to the dead
     letters once, with the reason, and the policy in force stays. An accepted one with risks
     (stormwatch/policy.py warnings) applies, and its warnings are logged and go to the dead letters
-    once, as one record whose reason begins `policy accepted with warnings`."""
+    once, as one record whose reason begins `policy accepted with warnings`.
 
-    def __init__(self, job: str, default: Policy, policy_topic: str):
+    With a signing key (stormwatch/policy_signing.py) an unsigned or wrongly signed document, or one
+    older than the policy in force, is rejected the same way. The key travels with the job (pickled in
+    its graph); it is in no log or dead letter."""
+
+    def __init__(self, job: str, default: Policy, policy_topic: str, key: SigningKey | None = None):
         self.job = job
         self.default = default
         self.policy_topic = policy_topic
+        self.key = key
 
     def open(self, runtime_context):
         self.accepted = runtime_context.get_state(ValueStateDescriptor("accepted", Types.STRING()))
 
     def process_element(self, value, ctx):
         document = self.accepted.value()
+        # The one accepted is re-read as it was accepted: its signature was checked then.
         current = self.default if document is None else apply_update(self.default, document)[0]
-        new, error = apply_update(current, value.document)
+        new, error = apply_signed_update(current, value.document, self.key)
         if error is None:
             self.accepted.update(value.document)
             yield value
@@ -133,6 +140,17 @@ def job_inputs(args, config: Config, job: str, inputs: dict[str, str]) -> tuple[
     return names, group, default, catalog.variables(config, names, source_options(args, group), read_with=read_with)
 
 
+def policy_key(config: Config, job: str) -> SigningKey | None:
+    """The key policy records must be signed with ([pipeline.policy]); without one, a warning that the
+    policy topic is unauthenticated, logged once when the job is built."""
+    key = signing_key(config)
+    if key is None:
+        LOG.warning("%s: %s", job, UNAUTHENTICATED)
+    else:
+        LOG.info("%s: policy records must be signed with the key from %s", job, key.source)
+    return key
+
+
 def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStream:
     """Table rows as (entity key, JSON payload) observations."""
     return rows.map(lambda r: Row(entity_key=entity_key(r.as_dict()), payload=json.dumps(r.as_dict(), default=str)),
@@ -140,10 +158,12 @@ def observations(rows: DataStream, entity_key: Callable[[dict], str]) -> DataStr
 
 
 def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, default: Policy, step: Step,
-            policy_topic: str, state_ttl_days: int, sinks: dict[str, str], variables: dict, inserts: Inserts) -> None:
+            policy_topic: str, state_ttl_days: int, sinks: dict[str, str], variables: dict, inserts: Inserts,
+            signing_key: SigningKey | None = None) -> None:
     """Key `observed` by entity, run `step` under the policy (the default, or the newest accepted
     record of the policy topic, broadcast), and add an INSERT per output into the raw sink of its
-    topic (`sinks`: output -> topic role), dead letters included."""
+    topic (`sinks`: output -> topic role), dead letters included. With `signing_key`, only policy
+    records signed with it apply (PolicyGate)."""
     records = t_env.to_data_stream(t_env.from_path("stormwatch_policy")).map(
         lambda r: Row(name=r["name"], document=r["document"], kafka_partition=r["kafka_partition"],
                       kafka_offset=r["kafka_offset"]),
@@ -151,7 +171,7 @@ def control(t_env: StreamTableEnvironment, observed: DataStream, job: str, defau
     # Records of other policies (other deployments sharing the topic) are not this job's.
     judged = (records.filter(lambda r, name=default.name: r.name == name)
               .key_by(lambda r: r.name, key_type=Types.STRING())
-              .process(PolicyGate(job, default, policy_topic), output_type=POLICY_RECORD))
+              .process(PolicyGate(job, default, policy_topic, signing_key), output_type=POLICY_RECORD))
     decided = (observed.key_by(lambda o: o.entity_key, key_type=Types.STRING())
                .connect(judged.broadcast(POLICY_STATE))
                .process(PolicyControlled(default, step, state_ttl_days), output_type=OUTPUT))

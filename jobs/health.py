@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from jobs.common import Inserts, define, parse_args, raw_reader, setup, undecodable_messages
-from jobs.decision_stream import control, job_inputs, observations, published
+from jobs.decision_stream import control, job_inputs, observations, policy_key, published
 from stormwatch import catalog, policy as policies
 from stormwatch.entity_control import observe
 from stormwatch.flink_env import stream_table_environment
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     observed = observations(windows, window_entity_key).union(
         observations(t_env.to_data_stream(t_env.from_path("sliding_edges")), window_entity_key))
     control(t_env, observed, JOB, default, step, names["policy"], int(config.get("pipeline", "health", "state_ttl_days")),
-            SINKS, variables, inserts)
+            SINKS, variables, inserts, signing_key=policy_key(config, JOB))
     inserts.execute(args.bounded)
 
 

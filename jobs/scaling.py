@@ -24,7 +24,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.table.expressions import col, lit
 
 from jobs.common import Inserts, define, parse_args, setup
-from jobs.decision_stream import OBSERVATION, control, job_inputs, observations, published
+from jobs.decision_stream import OBSERVATION, control, job_inputs, observations, policy_key, published
 from jobs.streams import DEAD_LETTERS, WindowBuffer
 from stormwatch import coordination
 from stormwatch import policy as policies
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     inserts = Inserts(t_env, config, group)
     inserts.table("stormwatch_dead_letters", t_env.from_data_stream(windows.get_side_output(DEAD_LETTERS)))
     control(t_env, windows, JOB, default, step, names["policy"], int(config.get("pipeline", "scaling", "state_ttl_days")),
-            SINKS, variables, inserts)
+            SINKS, variables, inserts, signing_key=policy_key(config, JOB))
     inserts.execute(args.bounded)
 
 

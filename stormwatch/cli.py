@@ -182,20 +182,39 @@ def cmd_sql(args) -> None:
 def cmd_policy(args) -> None:
     """Validate a policy file and publish it to the policy topic, keyed by its name, as the decision
     jobs read it: the next window of every job is decided under it. Its warnings (risky but valid
-    settings) are printed to stderr; it is published all the same, as the jobs accept it."""
+    settings) are printed to stderr; it is published all the same, as the jobs accept it. With a signing
+    key ([pipeline.policy]) it is signed; `sign` prints the signed document instead of publishing it."""
     from stormwatch import catalog
     from stormwatch.policy import default_file, warnings
     from stormwatch.policy import load as load_policy
-    from stormwatch.replay import send
+    from stormwatch.policy_signing import UNAUTHENTICATED, sign, signing_key
+    from stormwatch.replay import DeliveryError, send
 
     config = load(args.config)
     path = Path(args.file) if args.file else default_file(config)
     policy = load_policy(path)
     for line in warnings(policy):
         print(f"warning: {path}: {line}", file=sys.stderr)
+    key = signing_key(config)
+    if args.action == "sign":
+        if key is None:
+            raise ConfigError("stormwatch policy sign: no signing key configured ([pipeline.policy] signing_key_env "
+                              "or signing_key_file)")
+        print(json.dumps(sign(policy.raw, key), sort_keys=True))
+        return
+    document = policy.raw if key is None else sign(policy.raw, key)
+    if key is None:
+        print(f"warning: publishing unsigned: {UNAUTHENTICATED}", file=sys.stderr)
     topic = catalog.topics(config, catalog.parse_topic_overrides(args.topic))["policy"]
-    send(config, [(topic, policy.name.encode(), json.dumps(policy.raw, sort_keys=True).encode())], {topic}, total=1)
-    print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}")
+    try:
+        send(config, [(topic, policy.name.encode(), json.dumps(document, sort_keys=True).encode())], {topic}, total=1)
+    except DeliveryError as e:
+        if "AuthorizationFailed" not in str(e):
+            raise
+        raise ValueError(f"the broker refused this principal's policy record on {topic}: publishing a policy needs "
+                         f"WRITE on the topic (a Kafka ACL; README, Securing the policy topic). {e}") from None
+    signed = "unsigned" if key is None else f"signed with the key from {key.source}"
+    print(f"published policy {policy.name!r} version {policy.version!r} from {path} to {topic}, {signed}")
 
 
 def cmd_backtest(args) -> None:
@@ -290,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the table of ROLE (sink, dead_letters) from topic NAME")
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("policy", help="validate a policy file and publish it to the policy topic")
-    p.add_argument("action", choices=["publish"])
+    p = sub.add_parser("policy", help="validate a policy file and publish it to the policy topic (signed, with a key)")
+    p.add_argument("action", choices=["publish", "sign"],
+                   help="publish: to the topic; sign: print the signed JSON document (for another producer)")
     p.add_argument("file", nargs="?", help="the policy (default: [pipeline.policy] file of the configuration)")
     p.add_argument("--topic", action="append", default=[], metavar="ROLE=NAME", help="policy=NAME: another topic")
     p.set_defaults(func=cmd_policy)

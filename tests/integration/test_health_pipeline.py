@@ -13,11 +13,12 @@ from connectors.otlp import encode_json
 from reference.otlp import SHARED_DATA, otlp_json_lines, spans_of_file
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load as load_policy
-from stormwatch.replay import collector_batches, produce
+from stormwatch.policy_signing import SigningKey, sign
+from stormwatch.replay import collector_batches, produce, send
 from stormwatch.traffic.faults import FaultWindow, Params
 from stormwatch.traffic.generator import DEFAULT_START_UNIX_NANO, TraceGenerator
 from stormwatch.traffic.otlp import to_export_requests
-from tests.conftest import SPAN_PATH_ROLES, read_topic, run_bounded, sql_client, stormwatch
+from tests.conftest import SPAN_PATH_ROLES, TEST_CONFIG, read_topic, run_bounded, sql_client, stormwatch
 from tests.schemas import assert_valid
 
 pytestmark = pytest.mark.integration
@@ -176,3 +177,41 @@ def test_a_published_policy_is_stamped_on_decisions_and_an_invalid_one_is_dead_l
     rejected = [d for d in read_topic(config, names["dead_letters"], 1, timeout=30) if d["source_topic"] == names["policy"]]
     assert len(rejected) == 1 and "policy rejected" in rejected[0]["reason"], rejected
     assert "window" in rejected[0]["reason"]
+
+
+def test_with_a_signing_key_only_a_signed_newer_policy_applies(config, topics_for, flink_cluster, tmp_path):
+    """Who may change the policy, through the real job: with a key configured, the signed policy
+    applies; an unsigned one, one signed with another key and a replay of an older version are each
+    dead-lettered once with the reason, and the signed one stays in force."""
+    names = topics_for(ROLES)
+    key = SigningKey(uuid.uuid4().hex.encode() * 2, "test")
+    (tmp_path / "policy.key").write_bytes(key.secret)
+    signed_config = tmp_path / "signed.toml"
+    signed_config.write_text(f"base = {str(TEST_CONFIG)!r}\n[pipeline.policy]\n"
+                             f"signing_key_file = {str(tmp_path / 'policy.key')!r}\n")
+    newer = tmp_path / "newer.toml"
+    newer.write_text((PROJECT_ROOT / "config" / "policy.toml").read_text().replace(
+        f'version = "{POLICY.version}"', 'version = "2026-12-08.1"', 1))
+    result = stormwatch("policy", "publish", str(newer), f"--topic=policy={names['policy']}", config=signed_config)
+    assert result.returncode == 0 and "signed with the key from file" in result.stdout, result.stderr
+    other = SigningKey(b"o" * 32, "another key")
+    refused = [{**POLICY.raw, "version": "2026-12-09.1"},
+               sign({**POLICY.raw, "version": "2026-12-09.2"}, other),
+               sign({**POLICY.raw, "version": "2026-12-07.9"}, key)]
+    send(config, [(names["policy"], b"default", json.dumps(doc).encode()) for doc in refused], {names["policy"]},
+         total=len(refused))
+    generator = TraceGenerator(seed=3)
+    spans = sorted((s for t in generator.generate(5.0, 240) for s in t), key=lambda s: s.end_unix_nano)
+    produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
+    run_bounded(names, ["spans", "health"], config=signed_config)
+
+    health = read_topic(config, names["health"], 1, timeout=60)
+    newest = max(r["window_end_ms"] for r in health)
+    assert {r["policy_version"] for r in health if r["window_end_ms"] == newest} == {"2026-12-08.1"}
+    letters = sorted((d for d in read_topic(config, names["dead_letters"], 3, timeout=30)
+                      if d["source_topic"] == names["policy"]), key=lambda d: d["source_offset"])
+    prefix = "policy rejected, the previous one stays in force: "
+    assert [d["reason"][:len(prefix) + 9] for d in letters] == [prefix + "unsigned:", prefix + "signature",
+                                                                 prefix + "replay: v"], letters
+    assert "older than '2026-12-08.1'" in letters[2]["reason"]
+    assert not any(key.secret.decode() in d["reason"] for d in letters)

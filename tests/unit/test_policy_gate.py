@@ -6,12 +6,14 @@ import json
 import logging
 import tomllib
 
+import pytest
 from pyflink.common import Row
 
 from jobs.decision_stream import PolicyGate
 from jobs.streams import DEAD_LETTERS
 from stormwatch.config import PROJECT_ROOT
 from stormwatch.policy import load
+from stormwatch.policy_signing import SigningKey, sign
 from tests.unit.flink_fakes import RuntimeContext
 
 PATH = PROJECT_ROOT / "config" / "policy.toml"
@@ -48,3 +50,39 @@ def test_a_policy_without_risks_goes_on_alone_and_an_invalid_one_is_rejected():
     broken = {**DOC, "version": "broken", "retry": {**DOC["retry"], "jitter": "sometimes"}}
     ((tag, letter),) = list(gate.process_element(_record(broken, 2), None))
     assert tag is DEAD_LETTERS and letter[3].startswith("policy rejected, the previous one stays in force: retry.jitter")
+
+
+# Who may change the policy (issue 24 item 1): with a signing key, only signed, newer documents apply.
+KEY = SigningKey(b"k" * 32, "test")
+
+
+def _signed_gate() -> PolicyGate:
+    gate = PolicyGate("health", load(PATH), TOPIC, KEY)
+    gate.open(RuntimeContext())
+    return gate
+
+
+@pytest.mark.parametrize("doc, reason", [
+    ({**DOC, "version": "2026-12-08.1"}, "unsigned: the document has no `signature` field"),
+    (sign({**DOC, "version": "2026-12-08.1"}, SigningKey(b"o" * 32, "other")), "signature: does not match"),
+    ({**sign({**DOC, "version": "2026-12-08.1"}, KEY), "version": "2026-12-09.1"}, "signature: does not match"),
+    (sign({**DOC, "version": "2026-12-06.1"}, KEY), "replay: version '2026-12-06.1' is older"),
+])
+def test_with_a_key_a_refused_policy_is_dead_lettered_once_with_the_reason_and_the_previous_stays(doc, reason):
+    gate = _signed_gate()
+    newer = sign({**DOC, "version": "2026-12-07.5"}, KEY)
+    assert [r.document for r in gate.process_element(_record(newer, 1), None)] == [json.dumps(newer)]
+    ((tag, letter),) = list(gate.process_element(_record(doc, 2), None))
+    assert tag is DEAD_LETTERS and letter[2] == 2 and letter[4] == json.dumps(doc)
+    assert letter[3].startswith("policy rejected, the previous one stays in force: " + reason)
+    assert "k" * 32 not in letter[3]
+    # The previous one stays: a policy older than it is a replay, one newer than it applies.
+    ((_, replayed),) = list(gate.process_element(_record(sign({**DOC, "version": "2026-12-07.4"}, KEY), 3), None))
+    assert "older than '2026-12-07.5'" in replayed[3]
+    next_one = sign({**DOC, "version": "2026-12-07.6"}, KEY)
+    assert [r.document for r in gate.process_element(_record(next_one, 4), None)] == [json.dumps(next_one)]
+
+
+def test_without_a_key_an_unsigned_policy_still_applies():
+    unsigned = {**DOC, "version": "2000-01-01.1"}
+    assert [r.document for r in _gate().process_element(_record(unsigned, 1), None)] == [json.dumps(unsigned)]
