@@ -31,6 +31,8 @@ class Span:
     server_address: str | None = None
     # (trace id, span id) of each span it links to, lower case.
     links: tuple[tuple[str, str], ...] = ()
+    # http.request.resend_count: how often the client had sent the request before (None: absent).
+    resend_count: int | None = None
 
     @property
     def untraced_callee(self) -> str:
@@ -60,9 +62,23 @@ def spans_of_request(request: dict) -> list[Span]:
                         db_system=span_attrs.get("db.system.name") or span_attrs.get("db.system"),
                         server_address=span_attrs.get("server.address"),
                         links=tuple((link["traceId"].lower(), link["spanId"].lower()) for link in s.get("links", [])),
+                        resend_count=_count(s.get("attributes", []), "http.request.resend_count"),
                     )
                 )
     return out
+
+
+def _count(attributes: list[dict], key: str) -> int | None:
+    """The first `key` attribute's integer value (OTLP JSON writes int64 as a string), if it is a count."""
+    for a in attributes:
+        if a.get("key") == key:
+            value = a.get("value", {}).get("intValue")
+            try:
+                n = int(value)
+            except (TypeError, ValueError):
+                return None
+            return n if n >= 0 else None
+    return None
 
 
 def spans_of_file(path: Path) -> list[Span]:

@@ -56,6 +56,8 @@ class Span:
     error: bool
     start: int
     end: int
+    # http.request.resend_count: how often the client had sent the request before (None: absent).
+    resend_count: int | None = None
 
 
 def spans_of_request(request: dict) -> Iterator[Span]:
@@ -74,7 +76,20 @@ def spans_of_request(request: dict) -> Iterator[Span]:
                     error=s.get("status", {}).get("code") in (STATUS_CODE_ERROR, "STATUS_CODE_ERROR"),
                     start=int(s["startTimeUnixNano"]),
                     end=int(s["endTimeUnixNano"]),
+                    resend_count=resend_count(s.get("attributes", [])),
                 )
+
+
+def resend_count(attributes: list[dict]) -> int | None:
+    """A span's http.request.resend_count (OTLP JSON writes int64 as a string), if it is a count."""
+    for a in attributes:
+        if a.get("key") == "http.request.resend_count":
+            try:
+                n = int(a.get("value", {}).get("intValue"))
+            except (TypeError, ValueError):
+                return None
+            return n if n >= 0 else None
+    return None
 
 
 def spans_of_file(path: Path) -> list[Span]:

@@ -44,6 +44,9 @@ EdgeWindow, key = (parent's service, child's service), over all cross-service pa
   same parent span (not none), the same name and the same callee service are attempts of one call, and
   one is a retry when an earlier attempt of its call, ordered by (start, span id), had failed or had not
   ended by the time it started (a hedged call). Repeating a call after a success is another call.
+  Where the attempt carries `http.request.resend_count`, that decides: 0 is a first try, more is a retry
+  unless an earlier attempt of its call is in the trace and had succeeded before it started (a
+  redirect), so a retry whose earlier attempts were not exported still counts.
 So the CLIENT→SERVER edges into a service add up to its inbound_calls and inbound_gap_ms_total.
 """
 
@@ -231,10 +234,13 @@ def retry_attempts(pairs: Iterable[tuple]) -> set[tuple[str, str, str]]:
         calls[key].setdefault(attempt.span_id, attempt)
     retries = set()
     for (trace_id, _, _, callee), attempts in calls.items():
-        failed, in_flight_until = False, None
+        failed, in_flight_until, earlier = False, None, False
         for a in sorted(attempts.values(), key=lambda a: (a.start, a.span_id)):
-            if failed or (in_flight_until is not None and in_flight_until > a.start):
+            after_trouble = failed or (in_flight_until is not None and in_flight_until > a.start)
+            resends = getattr(a, "resend_count", None)
+            if after_trouble if resends is None else resends > 0 and (not earlier or after_trouble):
                 retries.add((trace_id, a.span_id, callee))
+            earlier = True
             failed = failed or a.error
             in_flight_until = a.end if in_flight_until is None else max(in_flight_until, a.end)
     return retries

@@ -4,6 +4,8 @@ the shared files (tests/integration/test_span_path_reference.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from reference.otlp import Span
 from stormwatch.window_aggregates import CLIENT, SERVER, aggregate, retry_attempts
 
@@ -44,6 +46,44 @@ def test_a_hedged_call_started_while_the_first_is_in_flight_is_a_retry():
 
 def test_calls_repeated_after_success_are_more_logical_calls_not_retries():
     assert edge(attempts((10, 20, False), (30, 40, False), (50, 60, False))) == (3, 0)
+
+
+def resent(spans: list[Span], counts: dict[str, int]) -> list[Span]:
+    """The spans with these http.request.resend_count values on the CLIENT spans named."""
+    return [dataclasses.replace(s, resend_count=counts[s.span_id]) if s.span_id in counts else s for s in spans]
+
+
+def test_a_resend_count_of_zero_is_a_first_try_whatever_came_before():
+    # A loop over items whose previous item failed: the client says this request is new.
+    assert edge(resent(attempts((10, 20, True), (30, 40, False)), {"c0": 0, "c1": 0})) == (2, 0)
+
+
+def test_a_resend_after_a_success_is_a_redirect_and_after_a_failure_a_retry():
+    assert edge(resent(attempts((10, 20, False), (30, 40, False)), {"c1": 1})) == (2, 0)
+    assert edge(resent(attempts((10, 20, True), (30, 40, False)), {"c1": 1})) == (2, 1)
+
+
+def test_a_resend_whose_earlier_attempts_were_not_exported_is_still_a_retry():
+    spans = attempts((10, 20, True), (30, 40, False))
+    alone = [s for s in spans if s.span_id not in ("c0", "s0")]
+    assert edge(resent(alone, {"c1": 2})) == (1, 1)
+    assert edge(alone) == (1, 0)
+
+
+def test_the_resend_count_is_read_from_otlp_json_as_the_span_path_reads_it():
+    from reference.otlp import spans_of_request as reference_spans
+    from stormwatch.traces import spans_of_request
+
+    def request(*values):
+        return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "web"}}]},
+                                   "scopeSpans": [{"spans": [
+                                       {"traceId": "T", "spanId": f"S{i}", "name": "GET", "kind": 3,
+                                        "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+                                        "attributes": [{"key": "http.request.resend_count", "value": v}]}
+                                       for i, v in enumerate(values)]}]}]}
+    values = ({"intValue": "2"}, {"intValue": 1}, {"stringValue": "3"}, {"intValue": "-1"})
+    for read in (spans_of_request, reference_spans):
+        assert [s.resend_count for s in read(request(*values))] == [2, 1, None, None]
 
 
 def test_calls_of_another_name_or_parent_or_callee_are_other_calls():

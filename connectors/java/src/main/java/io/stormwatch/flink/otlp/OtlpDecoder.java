@@ -252,6 +252,7 @@ public final class OtlpDecoder {
         private SpanFields.FirstValues resource;
         private SpanFields span;
         private String attributeKey, attributeValue, linkTrace, linkSpan;
+        private Long attributeInt;
 
         @Override
         public void enter(Shape shape) {
@@ -264,6 +265,7 @@ public final class OtlpDecoder {
                 span.statusCode = CODES[0];
             } else if (shape == OtlpJson.ATTRIBUTE) {
                 attributeKey = attributeValue = null;
+                attributeInt = null;
             } else if (shape == OtlpJson.LINK) {
                 linkTrace = linkSpan = null;
             }
@@ -274,6 +276,7 @@ public final class OtlpDecoder {
             if (shape == OtlpJson.ATTRIBUTE) {
                 // A span's attributes while in a span, else the resource's (the resource may come after the spans).
                 (span != null ? span.attributes : resource).offer(attributeKey, attributeValue);
+                if (span != null) span.intAttributes.offer(attributeKey, attributeInt == null ? null : attributeInt.toString());
             } else if (shape == OtlpJson.LINK) {
                 span.links.add(new String[] {linkTrace, linkSpan});
             } else if (shape == OtlpJson.SPAN) {
@@ -304,6 +307,7 @@ public final class OtlpDecoder {
                 if (field.equals("key")) attributeKey = text(p);
             } else if (shape == OtlpJson.VALUE) {
                 if (field.equals("stringValue")) attributeValue = text(p);
+                else if (field.equals("intValue")) attributeInt = integer(p);  // int64 as a string in OTLP JSON
             } else if (shape == OtlpJson.LINK) {
                 if (field.equals("traceId")) linkTrace = text(p);
                 else if (field.equals("spanId")) linkSpan = text(p);

@@ -13,6 +13,8 @@ public final class OtlpSpan {
     public String traceId, spanId, parentSpanId, service, instance, name, kind, status, statusMessage;
     /** The attributes stormwatch reads: peer.service (or its current name), db.system (same), server.address. */
     public String peerService, dbSystem, serverAddress;
+    /** http.request.resend_count: how often the client had sent this request before; null when absent. */
+    public Long resendCount;
     /** A valid span's links, (trace id, span id) pairs, lower case; null for a rejected one. */
     public List<String[]> links;
     /** Times in ns, as sent (null when absent); set for a valid span. */

@@ -24,7 +24,8 @@ final class ProtoSpans {
     private static final int VARINT = WireFormat.WIRETYPE_VARINT, FIXED64 = WireFormat.WIRETYPE_FIXED64,
             BYTES = WireFormat.WIRETYPE_LENGTH_DELIMITED, FIXED32 = WireFormat.WIRETYPE_FIXED32;
     private static final int RECURSION_LIMIT = 100;
-    private static final byte[][] RESOURCE_KEYS = utf8(SpanFields.RESOURCE_KEYS), SPAN_KEYS = utf8(SpanFields.SPAN_KEYS);
+    private static final byte[][] RESOURCE_KEYS = utf8(SpanFields.RESOURCE_KEYS), SPAN_KEYS = utf8(SpanFields.SPAN_KEYS),
+            SPAN_INT_KEYS = utf8(SpanFields.SPAN_INT_KEYS);
 
     private final byte[] buf;
     private final CodedInputStream in;
@@ -34,7 +35,8 @@ final class ProtoSpans {
 
     // The key/value being read: where its key and string value stand in `buf`.
     private int keyAt, keyLength, stringAt, stringLength;
-    private boolean isString;
+    private boolean isString, isInt;
+    private long intValue;
     // The link being read.
     private int linkTraceAt, linkTraceLength, linkSpanAt, linkSpanLength;
 
@@ -71,7 +73,7 @@ final class ProtoSpans {
             if (tag == tag(1, BYTES)) {  // resource
                 int old = enter();
                 for (int t = in.readTag(); t != 0; t = in.readTag()) {
-                    if (t == tag(1, BYTES)) keyValue(resource, RESOURCE_KEYS);
+                    if (t == tag(1, BYTES)) keyValue(resource, RESOURCE_KEYS, null);
                     else if (t == tag(2, VARINT)) in.readUInt32();
                     else if (!unknown(t)) break;
                 }
@@ -95,7 +97,7 @@ final class ProtoSpans {
                 int old = enter();
                 for (int t = in.readTag(); t != 0; t = in.readTag()) {
                     if (t == tag(1, BYTES) || t == tag(2, BYTES)) string();
-                    else if (t == tag(3, BYTES)) keyValue(null, null);
+                    else if (t == tag(3, BYTES)) keyValue(null, null, null);
                     else if (t == tag(4, VARINT)) in.readUInt32();
                     else if (!unknown(t)) break;
                 }
@@ -130,7 +132,7 @@ final class ProtoSpans {
                 case 6 << 3 | VARINT: kind = in.readEnum(); break;
                 case 7 << 3 | FIXED64: start = in.readFixed64(); break;
                 case 8 << 3 | FIXED64: end = in.readFixed64(); break;
-                case 9 << 3 | BYTES: keyValue(s.attributes, SPAN_KEYS); break;
+                case 9 << 3 | BYTES: keyValue(s.attributes, SPAN_KEYS, s.intAttributes); break;
                 case 10 << 3 | VARINT: case 12 << 3 | VARINT: case 14 << 3 | VARINT: in.readUInt32(); break;
                 case 11 << 3 | BYTES: event(); break;
                 case 13 << 3 | BYTES: link(s); break;
@@ -178,7 +180,7 @@ final class ProtoSpans {
         for (int t = in.readTag(); t != 0; t = in.readTag()) {
             if (t == tag(1, FIXED64)) in.readFixed64();
             else if (t == tag(2, BYTES)) string();
-            else if (t == tag(3, BYTES)) keyValue(null, null);
+            else if (t == tag(3, BYTES)) keyValue(null, null, null);
             else if (t == tag(4, VARINT)) in.readUInt32();
             else if (!unknown(t)) break;
         }
@@ -192,7 +194,7 @@ final class ProtoSpans {
             if (t == tag(1, BYTES)) { linkTraceLength = bytes(); linkTraceAt = at; }
             else if (t == tag(2, BYTES)) { linkSpanLength = bytes(); linkSpanAt = at; }
             else if (t == tag(3, BYTES)) string();
-            else if (t == tag(4, BYTES)) keyValue(null, null);
+            else if (t == tag(4, BYTES)) keyValue(null, null, null);
             else if (t == tag(5, VARINT)) in.readUInt32();
             else if (t == tag(6, FIXED32)) in.readFixed32();
             else if (!unknown(t)) break;
@@ -201,11 +203,14 @@ final class ProtoSpans {
         s.links.add(new String[] {hex(linkTraceAt, linkTraceLength), hex(linkSpanAt, linkSpanLength)});
     }
 
-    /** A KeyValue; offered to `values` (when stormwatch reads any of `keys`) once it is whole. */
-    private void keyValue(SpanFields.FirstValues values, byte[][] keys) throws IOException {
+    /**
+     * A KeyValue; offered to `values` (when stormwatch reads any of `keys`) once it is whole, and to `ints`
+     * (a span's integer attributes, SPAN_INT_KEYS) when given.
+     */
+    private void keyValue(SpanFields.FirstValues values, byte[][] keys, SpanFields.FirstValues ints) throws IOException {
         int old = enter();
         keyAt = keyLength = 0;
-        isString = false;
+        isString = isInt = false;
         for (int t = in.readTag(); t != 0; t = in.readTag()) {
             if (t == tag(1, BYTES)) {
                 keyLength = string();
@@ -227,6 +232,14 @@ final class ProtoSpans {
                 }
             }
         }
+        if (ints != null) {
+            for (int i = 0; i < SPAN_INT_KEYS.length; i++) {
+                if (equal(SPAN_INT_KEYS[i], keyAt, keyLength)) {
+                    ints.offer(i, isInt ? Long.toString(intValue) : null);
+                    break;
+                }
+            }
+        }
     }
 
     /** An AnyValue; `top`: the value of the key/value being read (not one nested in an array or list). */
@@ -235,23 +248,29 @@ final class ProtoSpans {
             switch (t) {
                 case 1 << 3 | BYTES: {
                     int length = string();
-                    if (top) { isString = true; stringAt = at; stringLength = length; }
+                    if (top) { isString = true; isInt = false; stringAt = at; stringLength = length; }
                     break;
                 }
-                case 2 << 3 | VARINT: in.readBool(); if (top) isString = false; break;
-                case 3 << 3 | VARINT: in.readInt64(); if (top) isString = false; break;
-                case 4 << 3 | FIXED64: in.readDouble(); if (top) isString = false; break;
+                case 2 << 3 | VARINT: in.readBool(); if (top) isString = isInt = false; break;
+                case 3 << 3 | VARINT: {
+                    long v = in.readInt64();
+                    if (top) { isString = false; isInt = true; intValue = v; }
+                    break;
+                }
+                case 4 << 3 | FIXED64: in.readDouble(); if (top) isString = isInt = false; break;
                 case 5 << 3 | BYTES: case 6 << 3 | BYTES: {  // array_value, kvlist_value
-                    if (top) isString = false;
+                    if (top) isString = isInt = false;
                     boolean list = t == (6 << 3 | BYTES);
                     int old = enter();
                     for (int u = in.readTag(); u != 0; u = in.readTag()) {
                         if (u == tag(1, BYTES)) {
                             if (list) {
                                 int k = keyAt, kl = keyLength, sa = stringAt, sl = stringLength;
-                                boolean s = isString;
-                                keyValue(null, null);
-                                keyAt = k; keyLength = kl; stringAt = sa; stringLength = sl; isString = s;
+                                boolean s = isString, n = isInt;
+                                long v = intValue;
+                                keyValue(null, null, null);
+                                keyAt = k; keyLength = kl; stringAt = sa; stringLength = sl; isString = s; isInt = n;
+                                intValue = v;
                             } else {
                                 int o = enter();
                                 anyValue(false);
@@ -264,7 +283,7 @@ final class ProtoSpans {
                     leave(old);
                     break;
                 }
-                case 7 << 3 | BYTES: bytes(); if (top) isString = false; break;
+                case 7 << 3 | BYTES: bytes(); if (top) isString = isInt = false; break;
                 default:
                     if (!unknown(t)) return;
             }

@@ -15,12 +15,16 @@ final class SpanFields {
     final List<String[]> links = new ArrayList<>(0);
     /** The span's own attributes stormwatch reads: {@link #SPAN_KEYS}. */
     final FirstValues attributes = new FirstValues(SPAN_KEYS);
+    /** Its integer ones: {@link #SPAN_INT_KEYS}, as decimal text; one whose value is not an integer reads as absent. */
+    final FirstValues intAttributes = new FirstValues(SPAN_INT_KEYS);
     /** Its resource's: {@link #RESOURCE_KEYS}; shared by the spans of one resource. */
     FirstValues resource;
 
     // Who a CLIENT span calls when the callee is not traced: the current semantic-convention names
     // first, then the ones they replaced (service.peer.name, peer.service; db.system.name, db.system).
     static final String[] SPAN_KEYS = {"service.peer.name", "peer.service", "db.system.name", "db.system", "server.address"};
+    // How often an HTTP client had sent the request before this attempt (0 or absent the first time).
+    static final String[] SPAN_INT_KEYS = {"http.request.resend_count"};
     // service.name, and what names the instance: service.instance.id, else k8s.pod.name, else host.name.
     static final String[] RESOURCE_KEYS = {"service.name", "service.instance.id", "k8s.pod.name", "host.name"};
 

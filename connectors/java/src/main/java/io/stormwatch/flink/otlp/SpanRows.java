@@ -54,6 +54,13 @@ final class SpanRows {
         this.futureReason = "endTimeUnixNano is more than " + futureLimitSeconds + " s ahead of the clock";
     }
 
+    /** A non-negative integer attribute's value; null when absent, or negative (not a count). */
+    private static Long count(String decimal) {
+        if (decimal == null) return null;
+        long n = Long.parseLong(decimal);  // written by the decoder from an integer
+        return n < 0 ? null : n;
+    }
+
     /** A span as the decoder judged it; `nowSeconds` is the wall clock (UNIX_TIMESTAMP() in the SQL it replaces). */
     OtlpSpan span(SpanFields s, long nowSeconds) {
         OtlpSpan o = new OtlpSpan();
@@ -72,6 +79,7 @@ final class SpanRows {
         o.peerService = s.attributes.first(0, 1);
         o.dbSystem = s.attributes.first(2, 3);
         o.serverAddress = s.attributes.first(4);
+        o.resendCount = count(s.intAttributes.values[0]);
         o.reason = reject(s, nowSeconds);
         if (o.reason == null) {
             List<String[]> links = new ArrayList<>(s.links.size());

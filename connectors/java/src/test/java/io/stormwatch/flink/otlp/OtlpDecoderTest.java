@@ -271,6 +271,28 @@ class OtlpDecoderTest {
         assertEquals("h", str(both(resource(attrs("service.name", "s", "host.name", "h"), span())).get(0), 4));
     }
 
+    /** The spans of a message as the span path reads them. */
+    static List<OtlpSpan> spans(OtlpDecoder.Encoding encoding, byte[] message) {
+        List<OtlpSpan> spans = new ArrayList<>();
+        new OtlpDecoder(encoding, 3600, 40, () -> NOW).spans(message, spans::add);
+        return spans;
+    }
+
+    @Test
+    void theResendCountOfAnHttpClientSpanFromBothEncodings() {
+        // attrs(key, null) is the integer 7 (jsonAttributes, the protobuf builder); a string is not a count.
+        Object[][] resources = {resource(SERVICE, span("attributes", attrs("http.request.resend_count", null)),
+                span("attributes", attrs("http.request.resend_count", "2")), span(),
+                span("attributes", attrs("http.request.resend_count", "x", "http.request.resend_count", null)))};
+        for (List<OtlpSpan> spans : List.of(
+                spans(OtlpDecoder.Encoding.OTLP_JSON, json(resources).getBytes(StandardCharsets.UTF_8)),
+                spans(OtlpDecoder.Encoding.OTLP_PROTO, proto(resources)))) {
+            assertEquals(Arrays.asList(7L, null, null, null),
+                    spans.stream().map(s -> s.resendCount).collect(Collectors.toList()),
+                    "the first entry of a key decides, as for the string attributes");
+        }
+    }
+
     @Test
     void aResourceAfterItsSpansStillNamesThem() {
         String message = "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[" + json(resource(SERVICE, span()))

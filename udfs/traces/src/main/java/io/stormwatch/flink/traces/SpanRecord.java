@@ -41,6 +41,8 @@ public class SpanRecord {
     public String route;
     public int kafkaPartition;
     public long kafkaOffset;
+    /** http.request.resend_count: how often the client had sent the request before; -1 when absent. */
+    public int resendCount = -1;
 
     public SpanRecord() {}
 
@@ -60,6 +62,7 @@ public class SpanRecord {
             if (links != null) {
                 for (String link : links) writeString(out, link);
             }
+            out.writeInt(resendCount);  // last: bytes of a version without it end before
         } catch (IOException e) {
             throw new UncheckedIOException(e); // an in-memory buffer: cannot happen
         }
@@ -91,6 +94,8 @@ public class SpanRecord {
                 r.links = new String[links];
                 for (int i = 0; i < links; i++) r.links[i] = readString(in);
             }
+            // Spans kept in state by a version that had no resend count: absent.
+            r.resendCount = in.available() >= Integer.BYTES ? in.readInt() : -1;
         } catch (IOException e) {
             throw new UncheckedIOException("span record bytes that encode() did not make", e);
         }

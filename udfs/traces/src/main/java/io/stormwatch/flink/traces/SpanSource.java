@@ -225,6 +225,7 @@ public final class SpanSource {
                 : o.serverAddress != null ? o.serverAddress : "unknown";
         s.start = o.start;
         s.end = o.end;
+        s.resendCount = o.resendCount == null ? -1 : (int) Math.min(o.resendCount, Integer.MAX_VALUE);
         s.kafkaPartition = partition;
         s.kafkaOffset = offset;
         s.route = s.traceId;

@@ -30,8 +30,12 @@ import java.util.Set;
  *       virtual callee. Attempts with the same parent span, the same name and the same callee are
  *       attempts of one logical call; one is a *retry* when an earlier one of its call (by start, then
  *       span id) had failed or was still in flight when it started (a hedged call). Calls repeated
- *       after success (a loop over items) are not retries. Root and link edges have none. An edge's
- *       logical calls are its calls less its retries;</li>
+ *       after success (a loop over items) are not retries. Where the attempt carries the semantic
+ *       conventions' `http.request.resend_count`, that decides: 0 is a first try (whatever came
+ *       before it), more is a retry unless an earlier attempt of its call is in the trace and had
+ *       succeeded before it started (a redirect); so a retry whose earlier attempts were not exported
+ *       still counts. Root and link edges have none. An edge's logical calls are its calls less its
+ *       retries;</li>
  *   <li>error classes: an error span is an origin when none of its children failed; propagated when
  *       its parent failed too, absorbed when it did not (a break, absorbing -> failing service),
  *       surfaced when it is a root;</li>
@@ -166,14 +170,18 @@ public final class TraceFacts {
         }
         Set<String> retries = new HashSet<>();
         for (Map.Entry<String, Map<String, SpanRecord>> call : calls.entrySet()) {
-            if (call.getValue().size() < 2) continue;
+            Map<String, SpanRecord> byAttempt = call.getValue();
+            if (byAttempt.size() < 2 && byAttempt.values().iterator().next().resendCount <= 0) continue;
             String callee = call.getKey().substring(call.getKey().lastIndexOf('\u0000') + 1);
-            List<SpanRecord> attempts = new ArrayList<>(call.getValue().values());
+            List<SpanRecord> attempts = new ArrayList<>(byAttempt.values());
             attempts.sort((a, b) -> a.start != b.start ? Long.compare(a.start, b.start) : a.spanId.compareTo(b.spanId));
-            boolean failed = false;
+            boolean earlier = false, failed = false;
             long inFlightUntil = Long.MIN_VALUE;
             for (SpanRecord a : attempts) {
-                if (failed || inFlightUntil > a.start) retries.add(attemptKey(a, callee));
+                boolean afterTrouble = failed || inFlightUntil > a.start;
+                boolean retry = a.resendCount < 0 ? afterTrouble : a.resendCount > 0 && (!earlier || afterTrouble);
+                if (retry) retries.add(attemptKey(a, callee));
+                earlier = true;
                 failed |= a.error();
                 inFlightUntil = Math.max(inFlightUntil, a.end);
             }

@@ -27,6 +27,7 @@ class SpanRecordTest {
         s.kafkaPartition = 7;
         s.kafkaOffset = 1L << 40;
         s.links = new String[] {"aa/bb", "", null};
+        s.resendCount = 2;
 
         SpanRecord r = SpanRecord.decode(s.encode());
 
@@ -46,6 +47,21 @@ class SpanRecordTest {
         assertEquals(7, r.kafkaPartition);
         assertEquals(1L << 40, r.kafkaOffset);
         assertArrayEquals(new String[] {"aa/bb", "", null}, r.links);
+        assertEquals(2, r.resendCount);
+    }
+
+    @Test
+    void bytesOfTheVersionWithoutAResendCountReadAsAbsent() {
+        // What a savepoint of that version holds: the same fields, ending after the links.
+        SpanRecord s = new SpanRecord();
+        s.spanId = "b7ad6b7169203331";
+        s.links = new String[] {"aa/bb"};
+        s.resendCount = 3;
+        byte[] bytes = s.encode();
+        SpanRecord r = SpanRecord.decode(java.util.Arrays.copyOf(bytes, bytes.length - Integer.BYTES));
+        assertEquals("b7ad6b7169203331", r.spanId);
+        assertArrayEquals(new String[] {"aa/bb"}, r.links);
+        assertEquals(-1, r.resendCount);
     }
 
     @Test
@@ -62,5 +78,6 @@ class SpanRecordTest {
         assertNull(r.probeOf);
         assertEquals(-1, r.kafkaPartition);
         assertEquals(-1, r.kafkaOffset);
+        assertEquals(-1, r.resendCount);
     }
 }

@@ -210,9 +210,15 @@ class TraceFactsTest {
 
     /** web calls api twice from one span under the same name: the second attempt as given. */
     private static Partials.Partial twoAttempts(long secondStartMs, long secondEndMs, boolean firstFails) {
+        return twoAttempts(secondStartMs, secondEndMs, firstFails, -1);
+    }
+
+    /** The same, the second attempt's CLIENT span with this http.request.resend_count (-1: none). */
+    private static Partials.Partial twoAttempts(long secondStartMs, long secondEndMs, boolean firstFails, int resends) {
         SpanRecord first = span("t", "b1", "a", "web", TraceFacts.CLIENT, 10, 20, firstFails);
         SpanRecord second = span("t", "b2", "a", "web", TraceFacts.CLIENT, secondStartMs, secondEndMs, false);
         first.name = second.name = "GET /answer";
+        second.resendCount = resends;
         return derive(span("t", "a", null, "web", TraceFacts.SERVER, 0, 100, false),
                 first, span("t", "c1", "b1", "api", TraceFacts.SERVER, 11, 19, firstFails),
                 second, span("t", "c2", "b2", "api", TraceFacts.SERVER, secondStartMs + 1, secondEndMs - 1, false))
@@ -238,6 +244,35 @@ class TraceFactsTest {
         Partials.Partial edge = twoAttempts(25, 40, false);
         assertEquals(2, edge.n[Partials.E_CALLS]);
         assertEquals(0, edge.n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void aResendCountOfZeroIsAFirstTryWhateverCameBefore() {
+        // A loop over items whose previous item failed: the client says this request is new.
+        Partials.Partial edge = twoAttempts(25, 40, true, 0);
+        assertEquals(2, edge.n[Partials.E_CALLS]);
+        assertEquals(0, edge.n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void aResendAfterASuccessIsARedirectNotARetry() {
+        assertEquals(0, twoAttempts(25, 40, false, 1).n[Partials.E_RETRIES]);
+        assertEquals(1, twoAttempts(25, 40, true, 1).n[Partials.E_RETRIES]);
+    }
+
+    @Test
+    void aResendWhoseEarlierAttemptsWereNotExportedIsStillARetry() {
+        SpanRecord root = span("t", "a", null, "web", TraceFacts.SERVER, 0, 100, false);
+        SpanRecord resent = span("t", "b2", "a", "web", TraceFacts.CLIENT, 25, 40, false);
+        resent.resendCount = 2;
+        Partials.Partial edge = derive(root, resent, span("t", "c2", "b2", "api", TraceFacts.SERVER, 26, 39, false))
+                .get("EDGE:web>api");
+        assertEquals(1, edge.n[Partials.E_CALLS]);
+        assertEquals(1, edge.n[Partials.E_RETRIES]);
+        SpanRecord first = span("t", "b1", "a", "web", TraceFacts.CLIENT, 25, 40, false);
+        first.resendCount = 0;
+        assertEquals(0, derive(root, first, span("t", "c1", "b1", "api", TraceFacts.SERVER, 26, 39, false))
+                .get("EDGE:web>api").n[Partials.E_RETRIES]);
     }
 
     @Test
