@@ -34,7 +34,8 @@ FILES = ["functions/stormwatch_functions"] + [f"tables/{t}" for t in INPUTS.valu
     "views/instance_windows", "views/sliding_edges",
 ]
 # Decision type -> the topic role it is published to.
-SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retry_decisions"}
+SINKS = {"health": "health", "breaker": "breaker_decisions", "retry_gate": "retry_decisions",
+         "retry_storm": "storm_decisions"}
 
 
 def step(state, observation: dict, policy):

@@ -29,6 +29,7 @@ TOPIC_ROLES = {
     "health": ("pipeline", "health", "health_topic"),
     "breaker_decisions": ("pipeline", "health", "breaker_topic"),
     "retry_decisions": ("pipeline", "health", "retry_topic"),
+    "storm_decisions": ("pipeline", "health", "storm_topic"),
     "pareto_fronts": ("pipeline", "scaling", "fronts_topic"),
     "scaling_decisions": ("pipeline", "scaling", "scaling_topic"),
 }
@@ -51,6 +52,7 @@ OUTPUTS = {
     "health_options": "health",
     "breaker_decisions_options": "breaker_decisions",
     "retry_decisions_options": "retry_decisions",
+    "storm_decisions_options": "storm_decisions",
     "pareto_fronts_options": "pareto_fronts",
     "scaling_decisions_options": "scaling_decisions",
 }

@@ -61,6 +61,7 @@ class DashboardState:
     health: dict[str, dict] = field(default_factory=dict)
     breakers: dict[str, dict] = field(default_factory=dict)
     retry_gates: dict[str, dict] = field(default_factory=dict)
+    storms: dict[str, dict] = field(default_factory=dict)
     fronts: dict[str, dict] = field(default_factory=dict)
     scaling: dict[str, dict] = field(default_factory=dict)
     suspects: dict[int, list[dict]] = field(default_factory=lambda: defaultdict(list))
@@ -79,7 +80,8 @@ class DashboardState:
             self.dead_letters += 1
         else:
             latest = {"health": self.health, "breaker_decisions": self.breakers, "retry_decisions": self.retry_gates,
-                      "pareto_fronts": self.fronts, "scaling_decisions": self.scaling}[output]
+                      "storm_decisions": self.storms, "pareto_fronts": self.fronts,
+                      "scaling_decisions": self.scaling}[output]
             key = record.get("entity", {}).get("key") or record.get("service")
             if key is not None and record.get("window_end_ms", 0) >= latest.get(key, {}).get("window_end_ms", 0):
                 latest[key] = record

@@ -33,7 +33,7 @@ from stormwatch.traffic.send import generate
 
 # The outputs the demo watches, by topic role (catalog.TOPIC_ROLES).
 WATCHED = ["span_instances", "dead_letters", "topology_snapshots", "suspects", "health", "breaker_decisions",
-           "retry_decisions", "pareto_fronts", "scaling_decisions"]
+           "retry_decisions", "storm_decisions", "pareto_fronts", "scaling_decisions"]
 WAITING_EVERY_S = 5.0
 # Every this many seconds the demo also sends a message that is not OTLP, to show the dead letters.
 BAD_MESSAGE_EVERY_S = 15.0
@@ -246,7 +246,8 @@ def _news(role: str, record: dict) -> bool:
         return record.get("action") != "hold" or bool(coordination.get("held") or coordination.get("revoked"))
     if role == "suspects":
         return bool(record.get("flagged"))
-    return role == "retry_decisions"  # retry gates are published only when they change
+    # Retry gates and storms are published only when they change.
+    return role in ("retry_decisions", "storm_decisions")
 
 
 def _take(role: str, value: bytes, state: DashboardState, lock: threading.Lock, dead: Counter, style: Style) -> int:

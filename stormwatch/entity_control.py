@@ -13,14 +13,14 @@ breaker's decisions up to that window are known, without waiting on the quiet br
 
 from __future__ import annotations
 
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field, replace
 
-from stormwatch import breaker, retry_gate
+from stormwatch import breaker, retry_gate, retry_storm
 from stormwatch.decisions import decision_id, envelope
 from stormwatch.health import HealthInputs, score
 from stormwatch.policy import Policy
 
-HEALTH, BREAKER, RETRY_GATE = "health", "breaker", "retry_gate"
+HEALTH, BREAKER, RETRY_GATE, RETRY_STORM = "health", "breaker", "retry_gate", "retry_storm"
 GATED_KINDS = ("service", "edge")
 # The gate fields callers act on; a change in any of them is published.
 GATE_FIELDS = ("max_retries", "base_delay_ms", "exponential", "jitter", "max_delay_ms", "tier")
@@ -33,6 +33,8 @@ class EntityState:
     sequences: dict[str, int] = field(default_factory=dict)
     # The newest breaker decision published (coordination.BREAKER_FIELDS), None before the first.
     breaker_decision: dict | None = None
+    # Edges only: retry-storm state (stormwatch/retry_storm.py).
+    storm: retry_storm.StormState | None = None
 
 
 def _entity(inputs: HealthInputs) -> dict:
@@ -62,7 +64,8 @@ def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> 
         "example_trace_ids": list(inputs.example_trace_ids),
     }
     if inputs.entity_kind not in GATED_KINDS:
-        return EntityState(state.breaker, state.last_gate, sequences, state.breaker_decision), [publish(HEALTH, body)]
+        return (EntityState(state.breaker, state.last_gate, sequences, state.breaker_decision, state.storm),
+                [publish(HEALTH, body)])
 
     observed = {"calls": inputs.calls, "errors": inputs.errors, "score": health.score,
                 "error_rate": health.error_rate}
@@ -83,12 +86,33 @@ def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> 
             "thresholds": step.thresholds, "enforced": step.enforced,
         }))
 
+    storm = None
+    if inputs.entity_kind == "edge":
+        storm = retry_storm.step(state.storm, retry_storm.StormObservation(
+            inputs.window_end_ms, inputs.calls, inputs.errors, inputs.retries, inputs.logical_calls, inputs.p95_ms),
+            policy.storm)
+        if storm.changed:
+            out.append(publish(RETRY_STORM, {
+                "state": storm.state.state, "previous_state": storm.previous, "reason_code": storm.reason_code,
+                "started_ms": storm.state.since_ms if storm.state.state == retry_storm.STORM
+                else (state.storm.since_ms if state.storm else None),
+                "ended_ms": inputs.window_end_ms if storm.state.state == retry_storm.CALM else None,
+                "inputs": storm.inputs, "thresholds": storm.thresholds,
+            }))
+
     previous = retry_gate.RetryGate(*state.last_gate) if state.last_gate else None
     window_s = policy.health.window_size_seconds
     g = retry_gate.gate(health.score, step.state.state, inputs.calls, window_s, policy.retry,
                         previous.tier if previous else None)
+    in_storm = storm is not None and storm.state.state == retry_storm.STORM
+    if in_storm:
+        # The callers' retries follow the evidence: at most one, the budget divided by the amplification.
+        g = replace(g, max_retries=min(g.max_retries, 1),
+                    budget_retries=retry_storm.tightened_budget(g.budget_retries, storm.inputs["amplification"]),
+                    reason_code=g.reason_code if g.reason_code.startswith("BREAKER_") else "RETRY_STORM")
     last_gate = state.last_gate
-    if previous is None or any(getattr(g, f) != getattr(previous, f) for f in GATE_FIELDS):
+    if (previous is None or any(getattr(g, f) != getattr(previous, f) for f in GATE_FIELDS)
+            or (storm is not None and storm.changed)):
         out.append(publish(RETRY_GATE, {
             **{k: v for k, v in asdict(g).items() if k != "tier"},
             "previous": {k: v for k, v in asdict(previous).items() if k != "tier"} if previous else None,
@@ -96,7 +120,9 @@ def observe(state: EntityState | None, inputs: HealthInputs, policy: Policy) -> 
             "thresholds": {"tier": g.tier, "tier_min_scores": [t.min_score for t in policy.retry.tiers],
                            "budget_ratio": policy.retry.budget_ratio,
                            "min_retries_per_second": policy.retry.min_retries_per_second,
-                           "window_seconds": window_s},
+                           "window_seconds": window_s,
+                           **({"storm_amplification": storm.inputs["amplification"]} if in_storm else {})},
         }))
         last_gate = astuple(g)
-    return EntityState(step.state, last_gate, sequences, breaker_decision), out
+    return EntityState(step.state, last_gate, sequences, breaker_decision,
+                       storm.state if storm is not None else state.storm), out

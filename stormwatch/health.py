@@ -63,6 +63,9 @@ class HealthInputs:
     p99_ms: float | None = None
     load_ratio: float | None = None
     example_trace_ids: list[str] = field(default_factory=list)
+    # Edges only: the attempts that were retries, and the logical calls (calls less retries).
+    retries: int | None = None
+    logical_calls: int | None = None
 
     def __post_init__(self):
         if self.entity_kind not in ENTITY_KINDS:

@@ -42,6 +42,7 @@ def health_inputs(row: dict) -> HealthInputs:
             p50_ms=row["latency_p50_ms"], p95_ms=row["latency_p95_ms"], p99_ms=row["latency_p99_ms"],
             load_ratio=None,
             example_trace_ids=sorted({t for t in (row.get("example_error_trace_id"), row.get("example_trace_id")) if t}),
+            retries=_count(row.get("retries")), logical_calls=_count(row.get("logical_calls")),
             **common)
     return HealthInputs(
         entity_kind="instance" if key.startswith("instance:") else "service",
@@ -53,6 +54,10 @@ def health_inputs(row: dict) -> HealthInputs:
         load_ratio=row.get("load_ratio"),
         example_trace_ids=sorted({t for t in (row.get("example_error_trace_id"), row.get("example_trace_id")) if t}),
         **common)
+
+
+def _count(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def instance_points(rows: list[dict], window_seconds: float, quantile: str, first_seen_ms: dict[str, int]):

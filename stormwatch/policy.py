@@ -1,6 +1,6 @@
 """The decision policy (config/policy.toml, overridden while the jobs run by JSON documents on the
-compacted policy topic): the validated [health], [retry], [breaker], [pareto] and [scaling] sections,
-and the whole document in `raw`."""
+compacted policy topic): the validated [health], [retry], [breaker], [pareto], [scaling] and [storm]
+sections, and the whole document in `raw`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from stormwatch.breaker import BreakerPolicy
 from stormwatch.health import HealthPolicy
 from stormwatch.pareto import FrontPolicy
 from stormwatch.retry_gate import RetryPolicy, backoff_warnings
+from stormwatch.retry_storm import StormPolicy
 from stormwatch.scaling import ScalingPolicy
 
 # Windows are set up when the job starts; a running job cannot re-window its aggregates.
@@ -34,6 +35,8 @@ class Policy:
     pareto: FrontPolicy
     scaling: ScalingPolicy
     raw: dict[str, Any]
+    # Optional in a document: one without it (written before storms were decided) gets retry_storm.DEFAULTS.
+    storm: StormPolicy = StormPolicy.from_dict(None)
 
 
 def from_document(doc: Any) -> Policy:
@@ -53,6 +56,10 @@ def from_document(doc: Any) -> Policy:
             sections[section] = parse(doc[section])
         except ValueError as e:
             raise PolicyError(str(e)) from e
+    try:
+        sections["storm"] = StormPolicy.from_dict(doc.get("storm"))
+    except ValueError as e:
+        raise PolicyError(str(e)) from e
     return Policy(doc["name"], doc["version"], raw=doc, **sections)
 
 

@@ -107,7 +107,7 @@ class RetryGate:
     max_delay_ms: float
     budget_retries: int
     breaker_state: str | None
-    reason_code: str        # TIER_<min_score>, BREAKER_<state> or INSUFFICIENT_DATA
+    reason_code: str        # TIER_<min_score>, BREAKER_<state>, RETRY_STORM (entity_control) or INSUFFICIENT_DATA
     tier: int
 
 

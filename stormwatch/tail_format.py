@@ -1,6 +1,6 @@
 """`stormwatch tail`'s readable form of a record: one line, coloured on a terminal.
 
-Decisions (records with a `decision_type`: health, breaker, retry_gate, scaling) are formatted from
+Decisions (records with a `decision_type`: health, breaker, retry_gate, retry_storm, scaling) are formatted from
 their common fields: window end, type, entity, state (a breaker's coloured as the dashboard draws it:
 CLOSED green, OPEN red, HALF_OPEN / GRADUAL_RECOVERY yellow), health score (green at or above the
 top retry tier, red below the breaker's open threshold, yellow between), reason, then every other

@@ -24,8 +24,8 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.integration
 
 # The span path's topics too (its suspects among them): none of its output may land in a default topic.
-ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
-         "otlp_metrics")
+ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions",
+         "storm_decisions", "policy", "otlp_metrics")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 SLIDE_MS = POLICY.health.window_slide_seconds * 1000
 FAULT_START_S, FAULT_END_S, END_S = 120, 210, 1200
@@ -58,7 +58,7 @@ def storm(config, kafka, flink_cluster):
     produce(config, names["source"], [encode_json(r) for r in to_export_requests(spans)], partition=0)
     run_chain(config, names)
     read = {role: read_topic(config, names[role], 1, timeout=60)
-            for role in ("health", "breaker_decisions", "retry_decisions")}
+            for role in ("health", "breaker_decisions", "retry_decisions", "storm_decisions")}
     return {"names": names, **read}
 
 
@@ -81,6 +81,23 @@ def test_retry_gates_tighten_in_the_storm(storm):
     during = [g for g in gates if fault_start_ms < g["window_end_ms"] <= fault_start_ms + 60_000]
     assert before and before[-1]["max_retries"] > 0
     assert during and min(g["max_retries"] for g in during) == 0
+
+
+def test_the_retrying_edge_is_in_a_retry_storm_while_its_callee_fails(storm):
+    assert_valid("stormwatch_storm_decisions", storm["storm_decisions"])
+    decisions = by_entity(storm["storm_decisions"])["edge:orchestrator->llm-inference"]
+    fault_start_ms = DEFAULT_START_UNIX_NANO // 10**6 + FAULT_START_S * 1000
+    fault_end_ms = DEFAULT_START_UNIX_NANO // 10**6 + FAULT_END_S * 1000
+    assert [d["reason_code"] for d in decisions][:2] == ["STORM_STARTED", "STORM_ENDED"], decisions
+    started, ended = decisions[0], decisions[1]
+    assert fault_start_ms < started["window_end_ms"] <= fault_start_ms + 3 * SLIDE_MS
+    assert started["inputs"]["amplification"] >= POLICY.storm.start_amplification
+    assert ended["window_end_ms"] > fault_end_ms and ended["started_ms"] == started["window_end_ms"]
+    # While it lasted, the orchestrator's gate towards llm-inference named the storm or its open breaker.
+    gates = [g for g in by_entity(storm["retry_decisions"])["edge:orchestrator->llm-inference"]
+             if started["window_end_ms"] <= g["window_end_ms"] < ended["window_end_ms"]]
+    assert gates and all(g["reason_code"] == "RETRY_STORM" or g["reason_code"].startswith("BREAKER_") for g in gates)
+    assert all(g["max_retries"] <= 1 for g in gates)
 
 
 def test_recovery_ramps_five_percent_per_thirty_seconds_back_to_closed(storm):

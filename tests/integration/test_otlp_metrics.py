@@ -29,7 +29,7 @@ END_S = 240
 SETTINGS = MetricsSettings(interval_s=10, bounds_ms=(5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500,
                                                      10000), quantiles=False)
 # Each run's own outputs; the spans (flattened once) and the edge and policy topics are shared.
-OUTPUTS = ("dead_letters", "instance_windows", "health", "breaker_decisions", "retry_decisions")
+OUTPUTS = ("dead_letters", "instance_windows", "health", "breaker_decisions", "retry_decisions", "storm_decisions")
 
 
 def _resource(request: dict, service: str) -> dict:

@@ -28,7 +28,7 @@ from tests.conftest import new_topics, run_bounded, stormwatch
 pytestmark = pytest.mark.integration
 
 # What the health job writes, compared record for record with the undisturbed run.
-OUTPUTS = ("health", "breaker_decisions", "retry_decisions", "instance_windows", "dead_letters")
+OUTPUTS = ("health", "breaker_decisions", "retry_decisions", "storm_decisions", "instance_windows", "dead_letters")
 CHUNKS = 6
 
 

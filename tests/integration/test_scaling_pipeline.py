@@ -29,7 +29,7 @@ from tests.schemas import assert_valid
 pytestmark = pytest.mark.integration
 
 # The span path's topics too (its suspects among them): none of its output may land in a default topic.
-ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
+ROLES = (*SPAN_PATH_ROLES, "metrics", "instance_windows", "health", "breaker_decisions", "retry_decisions", "storm_decisions", "policy",
          "otlp_metrics", "pareto_fronts", "scaling_decisions")
 POLICY = load_policy(PROJECT_ROOT / "config" / "policy.toml")
 END_S = 600
@@ -80,8 +80,8 @@ def _decisions(config, names: dict[str, str]) -> dict[str, list[dict]]:
 
 # Topics the health and scaling jobs write (and the policy they read): fresh ones for a second run of
 # both over the span path's outputs of `decided`.
-DECISION_ROLES = ("dead_letters", "instance_windows", "health", "breaker_decisions", "retry_decisions", "policy",
-                  "pareto_fronts", "scaling_decisions")
+DECISION_ROLES = ("dead_letters", "instance_windows", "health", "breaker_decisions", "retry_decisions", "storm_decisions",
+                  "policy", "pareto_fronts", "scaling_decisions")
 FORCED = "llm-inference"
 
 
