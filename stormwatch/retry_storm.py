@@ -74,7 +74,9 @@ class StormObservation:
 
     @property
     def error_rate(self) -> float | None:
-        return self.errors / self.calls if self.calls else None
+        # Capped as the health score's: an edge's errors count failures on either side of a call, so a
+        # call that failed at both ends counts twice.
+        return min(self.errors / self.calls, 1.0) if self.calls else None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,12 @@ def test_amplification_while_the_callee_fails_starts_a_storm_and_calm_windows_en
     assert started.thresholds["start_amplification"] == POLICY.storm.start_amplification
 
 
+def test_the_error_rate_is_capped_as_the_health_scores():
+    # Failures on both sides of a call count twice in an edge's errors.
+    [s] = run([obs(0, 100, 60, 180)])
+    assert s.inputs["error_rate"] == 1.0 and s.state.state == STORM
+
+
 def test_retries_of_a_healthy_callee_are_not_a_storm():
     # Hedged calls: many attempts, but the callee neither fails nor slows down.
     assert all(s.state.state == CALM for s in run([obs(0, 100, 0, 0), obs(1, 300, 150, 3, p95=110.0)]))
